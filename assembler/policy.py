@@ -1,0 +1,181 @@
+"""The selection policy seam.
+
+Everything before selection (lanes in, fusion, citation lookup) and everything after it (package
+text) is shared. A :class:`SelectionPolicy` decides, from the fused candidates, which are dropped
+as duplicates, how the rest form admission units, in which order they are offered, and which are
+admitted. :class:`ContractPolicy` is the contract's rule set, byte-exact with the server; it is
+the default. A policy is chosen by name through :func:`get_policy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import polars as pl
+
+from assembler.admission import admit
+from assembler.diversity import tier_units
+from assembler.errors import UsageError
+from assembler.groups import group_contradictions
+from assembler.neardup import suppress
+from assembler.package import build_items
+from assembler.request import Limits
+
+__all__ = ["CONTRACT", "ContractPolicy", "Selection", "SelectionInputs", "SelectionPolicy", "get_policy"]
+
+
+@dataclass(frozen=True)
+class SelectionInputs:
+    """What a policy may read besides the fused candidates; all sequences are indexed by ``q``.
+
+    ``reorders`` maps ``q`` to a reranker permutation of that query's survivors (section 11.1);
+    an invalid permutation is ignored.
+    """
+
+    limits: Sequence[Limits]
+    tier_widths: Sequence[int]
+    citation_bytes: Sequence[int]
+    citation_quarters: Sequence[int]
+    reorders: Mapping[int, Sequence[int]]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A policy's decisions.
+
+    ``decisions``: one row per fused candidate with at least ``q``, ``fused_rank``, ``id_json``,
+    ``kind``, ``duplicate_of_json`` (null unless dropped as a duplicate), ``walk_step`` (null
+    for duplicates), ``admitted``, ``reason`` and ``item_json``. Per query: the committed
+    ``citation_ids`` and the final usage, and the number of ``contradiction_groups``.
+    """
+
+    decisions: pl.DataFrame
+    citation_ids: Sequence[Sequence[int]]
+    items_used: Sequence[int]
+    bytes_used: Sequence[int]
+    tokens_used: Sequence[int]
+    contradiction_groups: Sequence[int]
+
+
+class SelectionPolicy(Protocol):
+    """A named selection rule set."""
+
+    name: str
+
+    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        """Decide every fused candidate of the batch."""
+        ...
+
+
+def is_permutation(order: Sequence[int], length: int) -> bool:
+    """Same length, every index in range, no repeats (section 11.1)."""
+    return len(order) == length and sorted(order) == list(range(length))
+
+
+def survivor_positions(survivors: pl.DataFrame, reorders: Mapping[int, Sequence[int]]) -> pl.DataFrame:
+    """Add ``position``: the survivor's place per query, fused order unless validly reordered."""
+    survivors = survivors.with_columns(position=pl.int_range(pl.len()).over("q").cast(pl.Int64))
+    if not reorders:
+        return survivors
+    counts = dict(survivors.group_by("q").len().iter_rows())
+    moved_q: list[int] = []
+    moved_from: list[int] = []
+    moved_to: list[int] = []
+    for q, order in reorders.items():
+        if is_permutation(order, counts.get(q, 0)):
+            moved_q.extend([q] * len(order))
+            moved_from.extend(order)
+            moved_to.extend(range(len(order)))
+    if not moved_q:
+        return survivors
+    moves = pl.DataFrame(
+        {"q": moved_q, "position": moved_from, "new_position": moved_to},
+        schema={"q": pl.UInt32, "position": pl.Int64, "new_position": pl.Int64},
+    )
+    return (
+        survivors.join(moves, on=["q", "position"], how="left")
+        .with_columns(position=pl.coalesce("new_position", "position"))
+        .drop("new_position")
+        .sort("q", "position")
+    )
+
+
+class ContractPolicy:
+    """The contract's selection (sections 5-8): near-duplicates, groups, tiers, greedy walk."""
+
+    name = "contract"
+
+    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        """Run the contract's selection over a fused batch."""
+        marked = suppress(fused)
+        survivors = survivor_positions(marked.filter(pl.col("duplicate_of").is_null()), inputs.reorders)
+        units, group_counts = group_contradictions(survivors)
+        widths = pl.DataFrame(
+            {"q": range(len(inputs.tier_widths)), "tier_width": inputs.tier_widths},
+            schema={"q": pl.UInt32, "tier_width": pl.Int64},
+        )
+        walk = (
+            tier_units(build_items(units).join(widths, on="q"))
+            .sort("q", "admission_order", "position")
+            .with_columns(walk_step=pl.int_range(pl.len()).over("q").cast(pl.Int64))
+        )
+        outcome = admit(walk, inputs.limits, inputs.citation_bytes, inputs.citation_quarters)
+        walk = walk.with_columns(
+            admitted=pl.Series(outcome.admitted, dtype=pl.Boolean),
+            reason=pl.Series(outcome.reason, dtype=pl.String),
+            bytes_after=pl.Series(outcome.bytes_after, dtype=pl.Int64),
+            tokens_after=pl.Series(outcome.tokens_after, dtype=pl.Int64),
+        )
+        decisions = marked.join(
+            walk.select(
+                "q",
+                "fused_rank",
+                "position",
+                "unit",
+                "unit_size",
+                "contradicts_json",
+                "tier",
+                "repeat",
+                "admission_order",
+                "walk_step",
+                "admitted",
+                "reason",
+                "item_json",
+                "item_bytes",
+                "item_quarters",
+                "bytes_after",
+                "tokens_after",
+            ),
+            on=["q", "fused_rank"],
+            how="left",
+        ).with_columns(
+            admitted=pl.col("admitted").fill_null(False),
+            reason=pl.coalesce(
+                "reason", pl.when(pl.col("duplicate_of").is_not_null()).then(pl.lit("duplicate_passage"))
+            ),
+        )
+        groups = [0] * len(inputs.limits)
+        for q, count in group_counts.iter_rows():
+            groups[q] = count
+        return Selection(
+            decisions=decisions,
+            citation_ids=outcome.citation_ids,
+            items_used=outcome.items_used,
+            bytes_used=outcome.bytes_used,
+            tokens_used=outcome.tokens_used,
+            contradiction_groups=groups,
+        )
+
+
+CONTRACT = ContractPolicy()
+_POLICIES: dict[str, SelectionPolicy] = {CONTRACT.name: CONTRACT}
+
+
+def get_policy(name: str) -> SelectionPolicy:
+    """The policy registered under ``name``; a ``UsageError`` naming the known ones otherwise."""
+    try:
+        return _POLICIES[name]
+    except KeyError:
+        raise UsageError(f"unknown policy {name!r} (known: {', '.join(sorted(_POLICIES))})") from None

@@ -1,0 +1,261 @@
+"""Streaming batch runs: read in chunks, assemble each chunk, write, account for every record.
+
+Memory is bounded by ``chunk_size`` queries (plus the set of query ids seen, needed to reject a
+duplicate anywhere in the input). On a bad record the run either stops (``on_error="stop"``: an
+:class:`~assembler.errors.InputError`, nothing written) or sets the record aside with its reason in
+an errors file (``on_error="skip"``) and goes on, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assembler import wire
+from assembler.errors import InputError, RecordError, UsageError
+from assembler.io import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA, AtomicFile, RawRecord, is_parquet, package_line, read_raw
+from assembler.lanes import LANE_NAMES, LaneRecord, parse_record
+from assembler.pipeline import REASONS, BatchResult, assemble_records
+from assembler.policy import CONTRACT, SelectionPolicy
+
+__all__ = ["OnError", "RunSummary", "convert", "iter_records", "run_assembly"]
+
+OnError = Literal["stop", "skip"]
+DEFAULT_CHUNK_SIZE = 2048
+
+
+@dataclass
+class RunSummary:
+    """Counts of a run, for the one-line summary and for callers."""
+
+    queries: int = 0
+    items: int = 0
+    omitted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    search_limit_cuts: int = 0
+    rejected: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """``assembled N queries: ...`` (no candidate text, safe to log)."""
+        rate = self.queries / self.seconds if self.seconds > 0 else 0.0
+        omitted = ", ".join(f"{reason} {count}" for reason, count in self.omitted.items())
+        return (
+            f"assembled {self.queries} queries: {self.items} items admitted, "
+            f"omitted {sum(self.omitted.values())} ({omitted}), {self.search_limit_cuts} search-limit cuts, "
+            f"{self.rejected} rejected; {rate:,.0f} queries/s"
+        )
+
+
+class _Rejects:
+    """Where rejected records go (``skip``) or why the run stops (``stop``)."""
+
+    def __init__(self, on_error: OnError, sink: AtomicFile | None) -> None:
+        self.on_error = on_error
+        self.sink = sink
+        self.count = 0
+
+    def reject(self, raw: RawRecord, error: RecordError) -> None:
+        if self.on_error == "stop":
+            raise InputError(error)
+        self.count += 1
+        assert self.sink is not None
+        entry = {**error.as_dict(), "record": raw.text}
+        self.sink.handle.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+@contextmanager
+def _run_outputs(
+    output: str, binary: bool, on_error: OnError, errors_path: str | None
+) -> Iterator[tuple[AtomicFile, _Rejects]]:
+    """The output and the rejects of a run; both land only if the block finishes."""
+    if on_error == "skip" and not errors_path:
+        raise UsageError("on_error='skip' needs an errors file to put rejected records in")
+    with AtomicFile(output, binary=binary) as out:
+        errors = AtomicFile(errors_path) if on_error == "skip" and errors_path else None
+        try:
+            rejects = _Rejects(on_error, errors)
+            yield out, rejects
+            out.commit()
+            if errors is not None:
+                errors.commit()
+        finally:
+            if errors is not None:
+                errors.discard()
+
+
+def iter_records(
+    raws: Iterable[RawRecord],
+    reject: Callable[[RawRecord, RecordError], None],
+    overrides: dict[str, int] | None = None,
+) -> Iterator[tuple[RawRecord, LaneRecord]]:
+    """Validated records; each bad one (including a repeated query id) is handed to ``reject``."""
+    seen: set[str] = set()
+    for raw in raws:
+        if raw.error is not None:
+            reject(raw, raw.error)
+            continue
+        try:
+            record = parse_record(raw.value, file=raw.file, line=raw.line, overrides=overrides)
+        except InputError as exc:
+            reject(raw, exc.error)
+            continue
+        if record.query_id in seen:
+            reject(
+                raw,
+                RecordError(
+                    raw.file,
+                    raw.line,
+                    record.query_id,
+                    "query_id",
+                    "duplicate query_id (each query may appear once in the input)",
+                ),
+            )
+            continue
+        seen.add(record.query_id)
+        yield raw, record
+
+
+def _chunks(records: Iterator[tuple[RawRecord, LaneRecord]], size: int) -> Iterator[list[LaneRecord]]:
+    chunk: list[LaneRecord] = []
+    for _, record in records:
+        chunk.append(record)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class _PackageSink:
+    def __init__(self, out: AtomicFile, parquet: bool) -> None:
+        self.out = out
+        self.writer = pq.ParquetWriter(out.write_path, PACKAGE_SCHEMA) if parquet else None
+
+    def write(self, result: BatchResult) -> None:
+        if self.writer is None:
+            self.out.handle.write("".join(map(package_line, result.query_ids, result.packages)))
+            return
+        table = result.summaries.drop("query_id").to_arrow()
+        columns = {"query_id": result.query_ids, "package": result.packages}
+        columns.update({name: table.column(name) for name in table.column_names})
+        self.writer.write_table(pa.table(columns, schema=PACKAGE_SCHEMA))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def run_assembly(
+    inputs: Sequence[str],
+    output: str,
+    *,
+    output_format: Literal["jsonl", "parquet"] = "jsonl",
+    overrides: dict[str, int] | None = None,
+    on_error: OnError = "stop",
+    errors_path: str | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    policy: SelectionPolicy = CONTRACT,
+    progress: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Assemble every record of ``inputs`` into ``output``; return the run's counts.
+
+    With ``on_error="stop"`` the first bad record raises :class:`InputError` and no output file
+    is left. With ``"skip"`` rejected records go to ``errors_path`` with their reasons.
+    """
+    summary = RunSummary()
+    started = time.perf_counter()
+    parquet = output_format == "parquet"
+    with _run_outputs(output, parquet, on_error, errors_path) as (out, rejects):
+        sink = _PackageSink(out, parquet)
+        try:
+            for chunk in _chunks(iter_records(read_raw(inputs), rejects.reject, overrides), chunk_size):
+                result = assemble_records(chunk, policy=policy)
+                sink.write(result)
+                _count(summary, result)
+                if progress is not None:
+                    progress(len(chunk))
+        finally:
+            sink.close()
+    summary.rejected = rejects.count
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _count(summary: RunSummary, result: BatchResult) -> None:
+    frame = result.summaries
+    summary.queries += frame.height
+    summary.items += int(frame["items_used"].sum())
+    summary.search_limit_cuts += int(frame["search_limit_cuts"].sum())
+    for reason in REASONS:
+        summary.omitted[reason] += int(frame[f"omitted_{reason}"].sum())
+
+
+def _clean_row(raw: RawRecord, record: LaneRecord) -> dict[str, object]:
+    """A validated record as a Parquet row: known fields only, lanes uncut."""
+    value = raw.value
+    request = dict(value["request"])
+    request["origins"] = list(record.request.origins)
+    request["labels"] = list(record.request.labels) if request.get("labels") is not None else None
+    lanes_raw = value["lanes"]
+    shapes = {
+        "graph_query": wire.ASSOCIATION,
+        "graph_activate": wire.ACTIVATION,
+        "passages": wire.PASSAGE_HIT,
+        "communities": wire.COMMUNITY_HIT,
+        "citations": wire.CITATION_ENTRY,
+    }
+    lanes = {
+        name: None
+        if lanes_raw.get(name) is None
+        else [wire.validate(shapes[name], entry, name) for entry in lanes_raw[name]]
+        for name in LANE_NAMES
+    }
+    return {
+        "query_id": record.query_id,
+        "context": record.context,
+        "request": request,
+        "lanes": lanes,
+        "plan_lanes": record.plan_lanes,
+    }
+
+
+def convert(
+    inputs: Sequence[str],
+    output: str,
+    *,
+    on_error: OnError = "stop",
+    errors_path: str | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> RunSummary:
+    """Lane dumps from JSON Lines to Parquet or back (by the output's extension), validated."""
+    summary = RunSummary()
+    started = time.perf_counter()
+    to_parquet = is_parquet(output)
+    with _run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
+        writer = pq.ParquetWriter(out.write_path, LANE_DUMP_SCHEMA) if to_parquet else None
+        try:
+            rows: list[dict[str, object]] = []
+            for raw, record in iter_records(read_raw(inputs), rejects.reject):
+                summary.queries += 1
+                if writer is None:
+                    out.handle.write(raw.text + "\n")
+                    continue
+                rows.append(_clean_row(raw, record))
+                if len(rows) >= chunk_size:
+                    writer.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA))
+                    rows = []
+            if writer is not None and rows:
+                writer.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA))
+        finally:
+            if writer is not None:
+                writer.close()
+    summary.rejected = rejects.count
+    summary.seconds = time.perf_counter() - started
+    return summary
