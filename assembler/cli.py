@@ -9,6 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.explain import render_explanation
@@ -46,7 +47,9 @@ def _positive(text: str) -> int:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, int]:
-    return {key: getattr(args, key) for key in ("max_items", "max_bytes", "max_tokens") if getattr(args, key) is not None}
+    return {
+        key: getattr(args, key) for key in ("max_items", "max_bytes", "max_tokens") if getattr(args, key) is not None
+    }
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
@@ -76,7 +79,7 @@ def _progress(enabled: bool) -> tuple[Callable[[int], None] | None, Callable[[],
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    output_format = args.format or ("parquet" if is_parquet(args.output) else "jsonl")
+    output_format: Literal["jsonl", "parquet"] = args.format or ("parquet" if is_parquet(args.output) else "jsonl")
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
     update, close = _progress(not args.quiet)
@@ -105,8 +108,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     def stop(_raw: RawRecord, error: RecordError) -> None:
         raise InputError(error)
 
-    wanted = [record for _, record in iter_records(read_raw(args.inputs), stop, _overrides(args))
-              if record.query_id == args.query_id]
+    wanted = [
+        record
+        for _, record in iter_records(read_raw(args.inputs), stop, _overrides(args))
+        if record.query_id == args.query_id
+    ]
     if not wanted:
         raise UsageError(f"query_id {args.query_id!r} is not in {', '.join(args.inputs)}")
     result = assemble_records(wanted, policy=get_policy(args.policy))
@@ -127,8 +133,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     def errors_flags(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--on-error", choices=("stop", "skip"), default="stop",
-                         help="stop at the first bad record (default), or skip it into the errors file")
+        sub.add_argument(
+            "--on-error",
+            choices=("stop", "skip"),
+            default="stop",
+            help="stop at the first bad record (default), or skip it into the errors file",
+        )
         sub.add_argument("--errors", help="errors file for --on-error skip (default: OUT.errors.jsonl)")
         sub.add_argument("--chunk-size", type=_positive, default=2048, help="queries per batch (default 2048)")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -58,15 +59,19 @@ def bigram_codes(normalized: str) -> npt.NDArray[np.uint64]:
     return np.unique((points[:-1] << np.uint64(21)) | points[1:])
 
 
-def dice_matches(bigram_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.bool_]:
+def dice_matches(
+    bigram_sets: Sequence[npt.NDArray[np.uint64]], method: Literal["auto", "dense", "sparse"] = "auto"
+) -> npt.NDArray[np.bool_]:
     """The symmetric matrix of near-duplicate verdicts of one pool (diagonal True).
 
-    ``shared`` counts come from an incidence matrix product (dense BLAS for small vocabularies,
-    co-occurrence counting otherwise); both give exact integers, so the verdicts equal the set rule.
+    ``shared`` counts come from an incidence matrix product: ``dense`` (BLAS over a 0/1 matrix,
+    fast for small vocabularies such as English text) or ``sparse`` (co-occurrence counting, fast
+    when bigrams are rare such as Japanese text); ``auto`` picks by matrix size. Both count exact
+    integers, so the verdicts equal the set rule whichever runs.
     """
     n = len(bigram_sets)
     sizes = np.array([codes.size for codes in bigram_sets], dtype=np.float64)
-    shared = _shared_counts(bigram_sets)
+    shared = _shared_counts(bigram_sets, method)
     denom = sizes[:, None] + sizes[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         dice = 2.0 * shared / denom
@@ -76,12 +81,12 @@ def dice_matches(bigram_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[n
     return matches
 
 
-def _shared_counts(bigram_sets: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.float64]:
+def _shared_counts(bigram_sets: Sequence[npt.NDArray[np.uint64]], method: str) -> npt.NDArray[np.float64]:
     n = len(bigram_sets)
     rows = np.repeat(np.arange(n), [codes.size for codes in bigram_sets])
     all_codes = np.concatenate(bigram_sets) if n else np.empty(0, dtype=np.uint64)
     vocabulary, columns = np.unique(all_codes, return_inverse=True)
-    if n * vocabulary.size <= _DENSE_CELLS:
+    if method == "dense" or (method == "auto" and n * vocabulary.size <= _DENSE_CELLS):
         incidence = np.zeros((n, vocabulary.size), dtype=np.float32)
         incidence[rows, columns] = 1.0
         # float32 sums of ones are exact below 2**24, far above any bigram count here.

@@ -1,0 +1,129 @@
+"""Property tests over random pools: the seed's invariants I1-I6, and byte equality with the
+plain per-query reference implementation (benchmarks/reference.py, written independently from
+the contract)."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembler import assemble_batch
+from benchmarks.pools import generate_records
+from benchmarks.reference import assemble_reference
+from tests.strategies import lane_batches, lane_records
+
+PROPERTY = settings(max_examples=150, deadline=None)
+
+
+def fused_count(record: dict[str, Any]) -> int:
+    """Distinct candidate ids of a record (passage/community lists cut to search_limit)."""
+    lanes = record["lanes"]
+    limit = min(record["request"].get("search_limit", 5), 200)
+    ids = {("a", a["subject"], a["label"], a["object"]) for a in lanes["graph_query"] or []}
+    ids |= {
+        ("a", x["association"]["subject"], x["association"]["label"], x["association"]["object"])
+        for x in lanes["graph_activate"] or []
+    }
+    ids |= {("p", h["source"], h["paragraph"]) for h in (lanes["passages"] or [])[:limit]}
+    ids |= {("c", h["community"], h["paragraph"]) for h in (lanes["communities"] or [])[:limit]}
+    return len(ids)
+
+
+@PROPERTY
+@given(lane_batches())
+def test_batch_equals_the_reference_byte_for_byte(records: list[dict[str, Any]]) -> None:
+    result = assemble_batch(records)
+    assert result.packages == [assemble_reference(record) for record in records]
+
+
+@PROPERTY
+@given(lane_records(), st.randoms(use_true_random=False))
+def test_invariants_hold(record: dict[str, Any], rnd: random.Random) -> None:
+    text = assemble_batch([record]).packages[0]
+    package = json.loads(text)
+    items, budget, limits = package["items"], package["budget"], package["budget"]["limits"]
+    # I1: no orphan citations, both ways.
+    refs = {(r["source"], r["paragraph"]) for item in items for r in item["citation_refs"]}
+    entries = [(c["source"], c["paragraph"]) for c in package["citations"]]
+    assert set(entries) == refs and len(entries) == len(set(entries))
+    # I2: budgets are hard ceilings, except the documented 4-byte / 1-token empty floor.
+    assert budget["items_used"] == len(items) <= limits["max_items"]
+    if items:
+        assert budget["bytes_used"] <= limits["max_bytes"] and budget["tokens_used"] <= limits["max_tokens"]
+    else:
+        assert (budget["bytes_used"], budget["tokens_used"]) == (4, 1)
+    # I6 and the count rule: every fused candidate is either admitted or counted as omitted.
+    assert len(items) + package["omitted_total"] == fused_count(record)
+    assert sum(package["omitted_by_reason"].values()) == package["omitted_total"]
+    assert len(package["omitted"]) == min(20, package["omitted_total"])
+    # I4: corroboration names every distinct attribution source of the association.
+    for item in items:
+        if item["kind"] == "association" and item["association"]["attributions"]:
+            sources = sorted({a["source"] for a in item["association"]["attributions"]})
+            assert item["corroboration"]["sources"] == sources
+            assert item["corroboration"]["attributions"] == item["citation_refs"]
+        else:
+            assert "corroboration" not in item
+    # I5: a contradiction group is admitted whole or omitted whole.
+    admitted = {item["candidate_id"] for item in items}
+    for item in items:
+        assert set(item.get("contradicts", [])) <= admitted
+    # I3: byte-identical when the pool arrives in another order (lane order in the record,
+    # citation lookup order, position in the batch); lane ranks themselves are input.
+    shuffled = json.loads(json.dumps(record))
+    shuffled["lanes"] = dict(reversed(list(shuffled["lanes"].items())))
+    rnd.shuffle(shuffled["lanes"]["citations"])
+    other = {**json.loads(json.dumps(record)), "query_id": "other"}
+    assert assemble_batch([other, shuffled]).packages[1] == text
+
+
+@PROPERTY
+@given(lane_batches(), st.randoms(use_true_random=False))
+def test_fusion_is_deterministic_regardless_of_pool_order(records: list[dict[str, Any]], rnd: random.Random) -> None:
+    """`selection_is_deterministic_regardless_of_pool_order`, on the candidate frame itself."""
+    from assembler.fuse import fuse
+    from assembler.lanes import build_batch, parse_record
+
+    batch = build_batch([parse_record(record) for record in records])
+    order = list(range(batch.candidates.height))
+    rnd.shuffle(order)
+    forward, dropped = fuse(batch.candidates, batch.citations)
+    shuffled, dropped_shuffled = fuse(batch.candidates[order], batch.citations)
+    columns = ["q", "candidate_id", "fused_rank", "lane", "lane_rank", "lane_ranks_json", "citation_refs_json"]
+    assert forward.select(columns).equals(shuffled.select(columns))
+    assert dropped.sort("q").equals(dropped_shuffled.sort("q"))
+
+
+@PROPERTY
+@given(lane_records(), st.randoms(use_true_random=False))
+def test_reordering_the_activate_pool_keeps_every_invariant(record: dict[str, Any], rnd: random.Random) -> None:
+    """Lane order is rank; a different order is a different (valid) input with the same rules."""
+    if record["lanes"]["graph_activate"]:
+        rnd.shuffle(record["lanes"]["graph_activate"])
+    package = json.loads(assemble_batch([record]).packages[0])
+    assert len(package["items"]) + package["omitted_total"] == fused_count(record)
+
+
+def test_generated_typical_and_worst_pools_equal_the_reference() -> None:
+    records = generate_records(60, seed=7) + generate_records(3, seed=8, profile="worst")
+    for index, record in enumerate(records):
+        record["query_id"] = f"r{index}"
+    assert assemble_batch(records).packages == [assemble_reference(record) for record in records]
+
+
+@PROPERTY
+@given(lane_records(), st.permutations(list(range(12))))
+def test_reorders_equal_the_reference(record: dict[str, Any], order: list[int]) -> None:
+    """A permutation of the survivors reorders admission exactly as the contract says; an
+    invalid one (wrong length here, most of the time) is ignored."""
+    package = json.loads(assemble_batch([record]).packages[0])
+    survivors = (
+        len(package["items"]) + package["omitted_total"] - package["omitted_by_reason"].get("duplicate_passage", 0)
+    )
+    permutation = [i for i in order if i < survivors] if order[0] % 2 else order
+    result = assemble_batch([record], reorders={record["query_id"]: permutation})
+    assert result.packages[0] == assemble_reference(record, reorder=permutation)
