@@ -15,7 +15,7 @@ __all__ = ["RRF_K", "fuse"]
 RRF_K = 60.0
 
 
-def fuse(candidates: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def fuse(candidates: pl.DataFrame, origins: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Fuse a batch's lane entries; return ``(fused, dedup_dropped per q)``.
 
     ``fused`` is sorted by ``(q, fused_rank)`` and carries, besides the representative's columns:
@@ -40,12 +40,10 @@ def fuse(candidates: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFram
         pl.col("contribution").cum_sum().last().alias("score"),
         pl.concat_str(pl.lit("["), pl.col("lane_json").str.join(","), pl.lit("]")).alias("lane_ranks_json"),
     )
-    representatives = (
-        candidates.sort([*keys, "lane_rank", "lane"])
-        .unique(subset=keys, keep="first", maintain_order=True)
-        .drop("origins")
+    representatives = candidates.sort([*keys, "lane_rank", "lane"]).unique(
+        subset=keys, keep="first", maintain_order=True
     )
-    refs = _citation_refs(candidates, citations)
+    refs = _citation_refs(origins, citations)
     fused = (
         representatives.join(scores, on=keys)
         .join(refs, on=keys, how="left")
@@ -64,7 +62,7 @@ def fuse(candidates: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFram
     return fused, dropped
 
 
-def _citation_refs(candidates: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
+def _citation_refs(origins: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
     """Association citation refs: merged origins that resolved, in ``(source, paragraph)`` order."""
     lookup = citations.with_row_index("citation_id").select(
         "q",
@@ -74,15 +72,8 @@ def _citation_refs(candidates: pl.DataFrame, citations: pl.DataFrame) -> pl.Data
         pl.col("paragraph").alias("ref_paragraph"),
     )
     return (
-        candidates.filter(pl.col("kind") == "association")
-        .select("q", "candidate_id", "origins")
-        .explode("origins")
-        .drop_nulls("origins")
-        .select(
-            "q",
-            "candidate_id",
-            pl.col("origins").struct.field("source").alias("ref_source"),
-            pl.col("origins").struct.field("paragraph").alias("ref_paragraph"),
+        origins.select(
+            "q", "candidate_id", pl.col("source").alias("ref_source"), pl.col("paragraph").alias("ref_paragraph")
         )
         .unique()
         .join(lookup, on=["q", "ref_source", "ref_paragraph"])

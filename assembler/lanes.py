@@ -144,9 +144,9 @@ class _Columns:
 
     candidates: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in _CANDIDATE_SCHEMA})
     citations: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in _CITATION_SCHEMA})
+    origins: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in _ORIGIN_SCHEMA})
 
 
-_ORIGIN = pl.Struct({"source": pl.String, "paragraph": pl.Int64})
 _CANDIDATE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "q": pl.UInt32,
     "kind": pl.String,
@@ -161,7 +161,12 @@ _CANDIDATE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "text": pl.String,
     "payload_json": pl.String,
     "corroboration_sources_json": pl.String,
-    "origins": pl.List(_ORIGIN),
+}
+_ORIGIN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+    "q": pl.UInt32,
+    "candidate_id": pl.String,
+    "source": pl.String,
+    "paragraph": pl.Int64,
 }
 _CITATION_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "q": pl.UInt32,
@@ -177,12 +182,14 @@ class LaneBatch:
     """A batch of queries as frames.
 
     ``candidates``: one row per lane entry (before fusion), with the serialized payload.
+    ``origins``: one row per ``(source, paragraph)`` origin of each association lane entry.
     ``citations``: one row per resolved locator per query, with its serialized entry.
     ``records``: the validated records, indexed by ``q``.
     """
 
     records: Sequence[LaneRecord]
     candidates: pl.DataFrame
+    origins: pl.DataFrame
     citations: pl.DataFrame
 
 
@@ -213,7 +220,9 @@ def _ranks_below(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return False
 
 
-def _add_association(cols: dict[str, list[Any]], q: int, lane: str, rank: int, assoc: dict[str, Any]) -> None:
+def _add_association(
+    cols: dict[str, list[Any]], origin_cols: dict[str, list[Any]], q: int, lane: str, rank: int, assoc: dict[str, Any]
+) -> None:
     key = SEP.join((assoc["subject"], assoc["label"], assoc["object"]))
     candidate_id = "association" + SEP + key
     attributions = assoc["attributions"]
@@ -235,8 +244,9 @@ def _add_association(cols: dict[str, list[Any]], q: int, lane: str, rank: int, a
         text=f"{assoc['subject']} {assoc['label']} {assoc['object']}",
         payload_json=wire.emit(wire.ASSOCIATION, assoc),
         corroboration_sources_json=json_array(map(escape_string, sources)) if attributions else None,
-        origins=[{"source": s, "paragraph": p} for s, p in origins],
     )
+    for source, paragraph in origins:
+        _append(origin_cols, q=q, candidate_id=candidate_id, source=source, paragraph=paragraph)
 
 
 def _append(cols: dict[str, list[Any]], **values: Any) -> None:
@@ -256,9 +266,9 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
     cols = columns.candidates
     lanes = record.lanes
     for rank, assoc in enumerate(lanes["graph_query"] or (), start=1):
-        _add_association(cols, q, "graph_query", rank, assoc)
+        _add_association(cols, columns.origins, q, "graph_query", rank, assoc)
     for rank, activation in enumerate(lanes["graph_activate"] or (), start=1):
-        _add_association(cols, q, "graph_activate", rank, activation["association"])
+        _add_association(cols, columns.origins, q, "graph_activate", rank, activation["association"])
     for rank, hit in enumerate(lanes["passages"] or (), start=1):
         key = SEP.join((record.context, hit["source"], str(hit["paragraph"])))
         candidate_id = "passage" + SEP + key
@@ -277,7 +287,6 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
             text=hit["text"],
             payload_json=wire.emit(wire.PASSAGE_HIT, hit),
             corroboration_sources_json=None,
-            origins=[{"source": hit["source"], "paragraph": hit["paragraph"]}],
         )
     for rank, hit in enumerate(lanes["communities"] or (), start=1):
         source = "community:" + hit["community"]
@@ -298,7 +307,6 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
             text=hit["text"],
             payload_json=wire.emit(wire.COMMUNITY_HIT, hit),
             corroboration_sources_json=None,
-            origins=[{"source": source, "paragraph": hit["paragraph"]}],
         )
     seen: set[tuple[str, int]] = set()
     for entry in lanes["citations"] or ():
@@ -324,5 +332,6 @@ def build_batch(records: Sequence[LaneRecord]) -> LaneBatch:
     return LaneBatch(
         records=records,
         candidates=pl.DataFrame(columns.candidates, schema=_CANDIDATE_SCHEMA),
+        origins=pl.DataFrame(columns.origins, schema=_ORIGIN_SCHEMA),
         citations=pl.DataFrame(columns.citations, schema=_CITATION_SCHEMA),
     )

@@ -48,7 +48,7 @@ def assemble_records(
     invalid one leaves the deterministic order, as the contract requires.
     """
     batch = build_batch(records)
-    fused, dedup = fuse(batch.candidates, batch.citations)
+    fused, dedup = fuse(batch.candidates, batch.origins, batch.citations)
     citations = batch.citations.select(
         utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
     )

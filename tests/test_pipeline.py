@@ -91,8 +91,8 @@ def test_fusion_is_deterministic_regardless_of_pool_order(records: list[dict[str
     batch = build_batch([parse_record(record) for record in records])
     order = list(range(batch.candidates.height))
     rnd.shuffle(order)
-    forward, dropped = fuse(batch.candidates, batch.citations)
-    shuffled, dropped_shuffled = fuse(batch.candidates[order], batch.citations)
+    forward, dropped = fuse(batch.candidates, batch.origins, batch.citations)
+    shuffled, dropped_shuffled = fuse(batch.candidates[order], batch.origins, batch.citations)
     columns = ["q", "candidate_id", "fused_rank", "lane", "lane_rank", "lane_ranks_json", "citation_refs_json"]
     assert forward.select(columns).equals(shuffled.select(columns))
     assert dropped.sort("q").equals(dropped_shuffled.sort("q"))

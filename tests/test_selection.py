@@ -100,7 +100,8 @@ def test_primary_attribution_ties_break_on_source_then_paragraph() -> None:
 
 def test_zero_attributions_leave_locator_and_origins_empty() -> None:
     [row] = candidates({"graph_query": [assoc("a", "l", "b")]})
-    assert row["source"] is None and row["origins"] == []
+    assert row["source"] is None
+    assert build_batch([parse_record(record({"graph_query": [assoc("a", "l", "b")]}))]).origins.is_empty()
     [item] = run({"graph_query": [assoc("a", "l", "b")]})["items"]
     assert item["citation_refs"] == [] and "corroboration" not in item
 
@@ -122,7 +123,7 @@ def test_passage_lane_labeling_covers_all_reachable_shapes(lanes: dict[str, Any]
 def test_community_candidate_self_cites_and_uses_community_source_prefix() -> None:
     hit = {"community": "L0-3", "score": 0.5, "text": "summary", "paragraph": 5}
     [row] = candidates({"communities": [hit]})
-    assert row["source"] == "community:L0-3" and row["origins"] == [{"source": "community:L0-3", "paragraph": 5}]
+    assert row["source"] == "community:L0-3" and row["candidate_id"] == f"community{SEP}ctx{SEP}community:L0-3{SEP}5"
     package = run({"communities": [hit]}, include_communities=True)
     assert package["items"][0]["citation_refs"] == [] and package["citations"] == []
 
