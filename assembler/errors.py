@@ -26,10 +26,13 @@ class RecordError:
     rule: str
 
     def __str__(self) -> str:
-        where = f"{self.file}:{self.line}"
-        who = f" query_id {self.query_id!r}" if self.query_id is not None else ""
-        what = f" field {self.field}" if self.field else ""
-        return f"{where}:{who}{what}: {self.rule}"
+        details = []
+        if self.query_id is not None:
+            details.append(f"query_id {self.query_id!r}")
+        if self.field:
+            details.append(f"field {self.field}")
+        where = " ".join([f"{self.file}:{self.line}:", *details])
+        return f"{where} {self.rule}" if not details else f"{where}: {self.rule}"
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready mapping, as written to the errors file."""

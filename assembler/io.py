@@ -9,6 +9,7 @@ partial output file.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import pyarrow.parquet as pq
 
 from assembler.errors import RecordError, UsageError
 from assembler.jsontext import escape_string
+from assembler.wire import object_pairs
 
 __all__ = [
     "LANE_DUMP_SCHEMA",
@@ -85,17 +87,31 @@ def _read_jsonl(stream: IO[bytes], name: str) -> Iterator[RawRecord]:
             )
             continue
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield RawRecord(
-                name,
-                number,
-                None,
-                text,
-                RecordError(name, number, None, "", f"invalid JSON at column {exc.colno}: {exc.msg}"),
-            )
+            value = parse_json(text)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+            where = f" at column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else f": {exc}"
+            yield RawRecord(name, number, None, text, RecordError(name, number, None, "", f"invalid JSON{where}"))
             continue
         yield RawRecord(name, number, value, text)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def parse_json(text: str) -> Any:
+    """Parse one JSON document as serde_json would: no NaN/Infinity, no out-of-range numbers.
+
+    Repeated keys are remembered so that validation can refuse a repeated known field.
+    """
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_parse_float, object_pairs_hook=object_pairs)
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -134,6 +150,8 @@ class AtomicFile:
             self.handle: IO[Any] = sys.stdout.buffer if binary else sys.stdout
             return
         target = Path(path)
+        if target.is_dir():
+            raise UsageError(f"cannot write {path}: it is a folder")
         if not target.parent.exists():
             raise UsageError(f"cannot write {path}: folder {target.parent} does not exist")
         fd, self._tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -234,7 +252,7 @@ _CITATION_ENTRY = pa.struct(
         ),
     ]
 )
-_LANE_PLAN = pa.struct([("ran", pa.bool_()), ("reason", pa.string())])
+_LANE_PLAN = pa.struct([("ran", pa.bool_()), ("reason", pa.string()), ("floor", pa.float64())])
 LANE_DUMP_SCHEMA = pa.schema(
     [
         ("query_id", pa.string()),

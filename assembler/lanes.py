@@ -70,7 +70,8 @@ def parse_record(
 ) -> LaneRecord:
     """Validate one parsed lane-dump object; raise :class:`InputError` naming field and rule."""
     query_id = raw.get("query_id") if isinstance(raw, dict) else None
-    shown_id = query_id if isinstance(query_id, str) else None
+    # A lone surrogate cannot be written as UTF-8: show such an id with backslash escapes.
+    shown_id = query_id.encode("utf-8", "backslashreplace").decode() if isinstance(query_id, str) else None
     try:
         return _parse(raw, file, line, overrides)
     except ShapeError as exc:
@@ -80,6 +81,7 @@ def parse_record(
 def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> LaneRecord:
     if not isinstance(raw, dict):
         raise ShapeError("", "a lane-dump record must be a JSON object")
+    wire.check_duplicates(raw, ("query_id", "context", "request", "lanes", "plan_lanes"), "")
     for key in ("query_id", "context", "request", "lanes"):
         if raw.get(key) is None:
             raise ShapeError(key, "is required but missing")
@@ -89,6 +91,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
     lanes_raw = raw["lanes"]
     if not isinstance(lanes_raw, dict):
         raise ShapeError("lanes", "must be an object")
+    wire.check_duplicates(lanes_raw, LANE_NAMES, "lanes")
     unknown = sorted(set(lanes_raw) - set(LANE_NAMES))
     if unknown:
         raise ShapeError(f"lanes.{unknown[0]}", f"unknown lane (expected one of {', '.join(LANE_NAMES)})")
@@ -112,6 +115,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
         plan_raw = raw["plan_lanes"]
         if not isinstance(plan_raw, dict):
             raise ShapeError("plan_lanes", "must be an object")
+        wire.check_duplicates(plan_raw, PLAN_LANE_NAMES, "plan_lanes")
         unknown = sorted(set(plan_raw) - set(PLAN_LANE_NAMES))
         if unknown:
             raise ShapeError(f"plan_lanes.{unknown[0]}", f"unknown lane (expected one of {', '.join(PLAN_LANE_NAMES)})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from assembler.wire import ShapeError, check_number, check_string, check_uint
+from assembler.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -62,14 +62,17 @@ def _cue_list(value: Any, path: str) -> tuple[str, ...]:
         return (check_string(value, path),)
     if not isinstance(value, list):
         raise ShapeError(path, "must be a string or an array of strings")
-    cues = tuple(check_string(item, f"{path}[{i}]") for i, item in enumerate(value))
+    return tuple(check_string(item, f"{path}[{i}]") for i, item in enumerate(value))
+
+
+def _check_length(cues: tuple[str, ...], path: str) -> None:
+    """The over_limit rule; checked after every shape rule, as the server does (section 10)."""
     if len(cues) > MAX_INPUT_ITEMS:
         raise ShapeError(
             path,
             f"{path.rsplit('.', 1)[-1]} carries {len(cues)} items, past the per-request limit "
             f"of {MAX_INPUT_ITEMS}; split the request",
         )
-    return cues
 
 
 def _optional_uint(request: dict[str, Any], key: str, path: str) -> int | None:
@@ -77,10 +80,27 @@ def _optional_uint(request: dict[str, Any], key: str, path: str) -> int | None:
     return None if value is None else check_uint(value, f"{path}.{key}")
 
 
+_REQUEST_FIELDS = (
+    "origins",
+    "labels",
+    "dice_floor",
+    "semantic_floor",
+    "resolve_limit",
+    "activate_decay",
+    "activate_limit",
+    "text_fallback_query",
+    "search_limit",
+    "include_communities",
+    "budget",
+    "rerank",
+)
+
+
 def parse_request(request: Any, path: str = "request") -> Request:
     """Validate a request body the way the server's deserializer does; unknown keys are ignored."""
     if not isinstance(request, dict):
         raise ShapeError(path, "must be an object")
+    check_duplicates(request, _REQUEST_FIELDS, path)
     if request.get("origins") is None:
         raise ShapeError(f"{path}.origins", "is required (a string or an array of strings)")
     origins = _cue_list(request["origins"], f"{path}.origins")
@@ -103,6 +123,7 @@ def parse_request(request: Any, path: str = "request") -> Request:
     if budget_value is not None:
         if not isinstance(budget_value, dict):
             raise ShapeError(f"{path}.budget", "must be an object")
+        check_duplicates(budget_value, vars(DEFAULT_LIMITS), f"{path}.budget")
         for key in ("max_items", "max_bytes", "max_tokens"):
             value = _optional_uint(budget_value, key, f"{path}.budget")
             if value is not None:
@@ -112,8 +133,11 @@ def parse_request(request: Any, path: str = "request") -> Request:
     if rerank_value is not None:
         if not isinstance(rerank_value, dict):
             raise ShapeError(f"{path}.rerank", "must be an object")
+        check_duplicates(rerank_value, ("model",), f"{path}.rerank")
         if rerank_value.get("model") is not None:
             rerank_model = check_string(rerank_value["model"], f"{path}.rerank.model")
+    _check_length(origins, f"{path}.origins")
+    _check_length(labels, f"{path}.labels")
     return Request(
         origins=origins,
         labels=labels,

@@ -10,6 +10,7 @@ holds only known fields. :func:`emit` writes a clean dict back as compact wire t
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -146,6 +147,37 @@ def _describe(value: Any) -> str:
     return _JSON_TYPE.get(type(value), type(value).__name__)
 
 
+class DuplicateKeys(dict[str, Any]):
+    """A JSON object that repeated a key (the last value kept, as ``json`` does)."""
+
+    duplicates: tuple[str, ...] = ()
+
+
+def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` hook that remembers repeated keys, for :func:`check_duplicates`."""
+    value = dict(pairs)
+    if len(value) == len(pairs):
+        return value
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for key, _ in pairs:
+        if key in seen:
+            repeated.append(key)
+        seen.add(key)
+    marked = DuplicateKeys(value)
+    marked.duplicates = tuple(repeated)
+    return marked
+
+
+def check_duplicates(value: dict[str, Any], known: Iterable[str], path: str) -> None:
+    """Serde refuses a repeated *known* field (a repeated unknown key is ignored like any other)."""
+    if isinstance(value, DuplicateKeys):
+        names = set(known)
+        for key in value.duplicates:
+            if key in names:
+                raise ShapeError(f"{path}.{key}" if path else key, "duplicate field")
+
+
 def check_string(value: Any, path: str) -> str:
     """A valid Unicode string (no lone surrogates: Rust strings cannot hold them)."""
     if not isinstance(value, str):
@@ -197,6 +229,7 @@ def validate(shape: Shape, value: Any, path: str) -> dict[str, Any]:
     """Check ``value`` against ``shape``; return a dict of its known fields (absent = missing)."""
     if not isinstance(value, dict):
         raise ShapeError(path, f"must be an object, got {_describe(value)}")
+    check_duplicates(value, (field.name for field in shape), path)
     clean: dict[str, Any] = {}
     for field in shape:
         field_path = f"{path}.{field.name}" if path else field.name

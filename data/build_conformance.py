@@ -92,8 +92,7 @@ WIRE: dict[str, dict[str, str]] = {
     "omitted_entry": {"candidate_id": "", "kind": "", "reason": "", "duplicate_of": ""},
     "plan": {"lanes": "plan_lanes", "selection": "selection", "reranker": "reranker"},
     "plan_lanes": {
-        name: "lane_plan"
-        for name in ("resolve", "query", "activate", "passages", "communities", "citations")
+        name: "lane_plan" for name in ("resolve", "query", "activate", "passages", "communities", "citations")
     },
     "lane_plan": {"ran": "", "reason": "", "floor": ""},
     "selection": {"dedup_dropped": "", "contradiction_groups": "", "diversity_tier_width": ""},

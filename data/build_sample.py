@@ -155,9 +155,7 @@ class Bm25:
                 idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
                 scores += idf * tf * (K1 + 1) / (tf + norm)
         f32 = [float(np.float32(s)) for s in scores]
-        order = sorted(
-            (i for i in range(n) if f32[i] > 0), key=lambda i: (-f32[i], self.docs[i][:2])
-        )
+        order = sorted((i for i in range(n) if f32[i] > 0), key=lambda i: (-f32[i], self.docs[i][:2]))
         hits = []
         for rank, i in enumerate(order[:limit], 1):
             source, paragraph, text = self.docs[i]
