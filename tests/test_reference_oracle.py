@@ -20,8 +20,10 @@ from benchmarks.reference import (
     normalize_entry,
 )
 
-CONFORMANCE = Path("/work/shared/conformance")
+# The shared fixtures sit beside the checkout (../shared), for developers and CI alike.
+CONFORMANCE = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance"
 FIXTURES = sorted(CONFORMANCE.glob("*.json"))
+assert FIXTURES, f"no conformance fixtures found in {CONFORMANCE}"
 STAMP = re.compile(r',"bytes":(\d+),"estimated_tokens":(\d+)')
 
 # Wire declaration order of every object in the package (§1.3, §9).
