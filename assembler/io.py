@@ -114,12 +114,12 @@ def parse_json(text: str) -> Any:
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_parse_float, object_pairs_hook=object_pairs)
 
 
-def _drop_nulls(value: Any) -> Any:
+def drop_nulls(value: Any) -> Any:
     """Parquet cannot tell absent from null; in a lane dump the two mean the same."""
     if isinstance(value, dict):
-        return {key: _drop_nulls(item) for key, item in value.items() if item is not None}
+        return {key: drop_nulls(item) for key, item in value.items() if item is not None}
     if isinstance(value, list):
-        return [_drop_nulls(item) for item in value]
+        return [drop_nulls(item) for item in value]
     return value
 
 
@@ -132,7 +132,7 @@ def _read_parquet(path: str, batch_rows: int) -> Iterator[RawRecord]:
     for batch in parquet.iter_batches(batch_size=batch_rows):
         for value in batch.to_pylist():
             row += 1
-            clean = _drop_nulls(value)
+            clean = drop_nulls(value)
             yield RawRecord(path, row, clean, json.dumps(clean, ensure_ascii=False, separators=(",", ":")))
 
 

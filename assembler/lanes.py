@@ -88,13 +88,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
     query_id = check_string(raw["query_id"], "query_id")
     context = check_string(raw["context"], "context")
     request = parse_request(raw["request"])
-    lanes_raw = raw["lanes"]
-    if not isinstance(lanes_raw, dict):
-        raise ShapeError("lanes", "must be an object")
-    wire.check_duplicates(lanes_raw, LANE_NAMES, "lanes")
-    unknown = sorted(set(lanes_raw) - set(LANE_NAMES))
-    if unknown:
-        raise ShapeError(f"lanes.{unknown[0]}", f"unknown lane (expected one of {', '.join(LANE_NAMES)})")
+    lanes_raw = _lane_map(raw["lanes"], LANE_NAMES, "lanes")
     lanes: dict[str, list[dict[str, Any]] | None] = {}
     cuts = 0
     for name in LANE_NAMES:
@@ -112,13 +106,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
         lanes[name] = clean
     plan_lanes = None
     if raw.get("plan_lanes") is not None:
-        plan_raw = raw["plan_lanes"]
-        if not isinstance(plan_raw, dict):
-            raise ShapeError("plan_lanes", "must be an object")
-        wire.check_duplicates(plan_raw, PLAN_LANE_NAMES, "plan_lanes")
-        unknown = sorted(set(plan_raw) - set(PLAN_LANE_NAMES))
-        if unknown:
-            raise ShapeError(f"plan_lanes.{unknown[0]}", f"unknown lane (expected one of {', '.join(PLAN_LANE_NAMES)})")
+        plan_raw = _lane_map(raw["plan_lanes"], PLAN_LANE_NAMES, "plan_lanes")
         plan_lanes = {
             name: wire.validate(_LANE_PLAN, plan_raw[name], f"plan_lanes.{name}")
             for name in PLAN_LANE_NAMES
@@ -135,6 +123,17 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
         source=file,
         line=line,
     )
+
+
+def _lane_map(value: Any, names: tuple[str, ...], path: str) -> dict[str, Any]:
+    """An object keyed by lane names: unknown names are an error (a typo would lose a lane)."""
+    if not isinstance(value, dict):
+        raise ShapeError(path, "must be an object")
+    wire.check_duplicates(value, names, path)
+    unknown = sorted(set(value) - set(names))
+    if unknown:
+        raise ShapeError(f"{path}.{unknown[0]}", f"unknown lane (expected one of {', '.join(names)})")
+    return value
 
 
 def lane_plan_text(plan: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ import polars as pl
 
 from assembler.diversity import tier_width
 from assembler.fuse import fuse
+from assembler.io import drop_nulls
 from assembler.jsontext import quarters_expr, utf8_bytes_expr
 from assembler.lanes import LaneRecord, build_batch, parse_record
 from assembler.package import QueryOutcome, omission_text, render_package
@@ -135,16 +136,20 @@ def _summaries(
 
 
 def assemble_batch(
-    records: Iterable[Mapping[str, Any]],
+    records: Iterable[Mapping[str, Any]] | pl.DataFrame,
     *,
     overrides: Mapping[str, int] | None = None,
     policy: SelectionPolicy = CONTRACT,
     reorders: Mapping[str, Sequence[int]] | None = None,
 ) -> BatchResult:
-    """Validate and assemble parsed lane-dump objects (dicts); raise ``InputError`` on bad input.
+    """Validate and assemble lane-dump records; raise ``InputError`` on bad input.
 
-    ``overrides`` (``max_items``/``max_bytes``/``max_tokens``) replace every request's budget.
+    ``records`` are parsed JSON objects, or a Polars frame of lane-dump rows (as read from the
+    Parquet form, where null means absent). ``overrides`` (``max_items``/``max_bytes``/
+    ``max_tokens``) replace every request's budget.
     """
+    if isinstance(records, pl.DataFrame):
+        records = [drop_nulls(row) for row in records.iter_rows(named=True)]
     parsed = []
     seen: set[str] = set()
     for line, raw in enumerate(records, start=1):

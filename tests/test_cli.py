@@ -71,32 +71,23 @@ def test_bad_first_record_exits_2_with_one_line_and_no_output(
     assert os.listdir(tmp_path) == ["in.jsonl"]
 
 
+@pytest.mark.parametrize(("output", "count", "bad"), [("out.jsonl", 9, 6), ("out.parquet", 5, 3)])
 def test_bad_record_after_written_chunks_leaves_no_output(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    write_jsonl: JsonlWriter,
+    make_record: RecordFactory,
+    output: str,
+    count: int,
+    bad: int,
 ) -> None:
-    lines: list[Line] = [make_record(f"q{i}") for i in range(9)]
-    lines[6] = bad_record(make_record, "q6")
+    lines: list[Line] = [make_record(f"q{i}") for i in range(count)]
+    lines[bad] = bad_record(make_record, f"q{bad}")
     source = write_jsonl("in.jsonl", lines)
-    out = tmp_path / "out.jsonl"
-    status, _, err = run_cli(capsys, "assemble", source, "-o", out, "--chunk-size", "2")
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / output, "--chunk-size", "2")
     assert status == 2
-    assert_single_error_line(err, error_line(source, 7, "q6", "lanes.passages[0].score", SCORE_RULE))
-    assert not out.exists()
-    assert [name for name in os.listdir(tmp_path) if name.endswith(".tmp")] == []
-    assert os.listdir(tmp_path) == ["in.jsonl"]
-
-
-def test_bad_record_with_parquet_output_leaves_no_output(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
-) -> None:
-    lines: list[Line] = [make_record(f"q{i}") for i in range(5)]
-    lines[3] = bad_record(make_record, "q3")
-    source = write_jsonl("in.jsonl", lines)
-    out = tmp_path / "out.parquet"
-    status, _, err = run_cli(capsys, "assemble", source, "-o", out, "--chunk-size", "2")
-    assert status == 2
-    assert_single_error_line(err, error_line(source, 4, "q3", "lanes.passages[0].score", SCORE_RULE))
-    assert os.listdir(tmp_path) == ["in.jsonl"]
+    assert_single_error_line(err, error_line(source, bad + 1, f"q{bad}", "lanes.passages[0].score", SCORE_RULE))
+    assert os.listdir(tmp_path) == ["in.jsonl"]  # no output, no temporary file
 
 
 def test_existing_output_survives_a_failed_run(

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from assembler.errors import InputError, UsageError
+from assembler.io import package_line
 from assembler.stream import convert, run_assembly
 
 if TYPE_CHECKING:
@@ -293,3 +294,15 @@ def test_convert_skip_keeps_good_rows_and_sets_aside_bad_ones(
     assert pq.read_table(parquet).column("query_id").to_pylist() == ["a", "c"]
     (entry,) = [json.loads(line) for line in errors.read_text().splitlines()]
     assert entry["record"] == source.read_text().splitlines()[1]
+
+
+def test_assemble_batch_over_a_frame_read_from_parquet_equals_the_jsonl_run(tmp_path: Path) -> None:
+    import polars as pl
+
+    from assembler import assemble_batch
+
+    parquet = tmp_path / "lanes.parquet"
+    convert([str(CONFORMANCE)], str(parquet))
+    result = assemble_batch(pl.read_parquet(parquet))
+    expected = CONFORMANCE.with_name("expected.jsonl").read_text(encoding="utf-8")
+    assert "".join(package_line(q, p) for q, p in zip(result.query_ids, result.packages, strict=True)) == expected
