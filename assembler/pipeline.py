@@ -14,8 +14,9 @@ from assembler.io import drop_nulls
 from assembler.jsontext import quarters_expr, utf8_bytes_expr
 from assembler.lanes import LaneRecord, build_batch, parse_record
 from assembler.package import QueryOutcome, omission_text, render_package
-from assembler.plan import lanes_plan_text, reranker_plan_text
+from assembler.plan import lanes_plan_text
 from assembler.policy import CONTRACT, SelectionInputs, SelectionPolicy
+from assembler.reorder import Reranker, RerankStage
 
 __all__ = ["REASONS", "BatchResult", "assemble", "assemble_batch", "assemble_records"]
 
@@ -42,11 +43,13 @@ def assemble_records(
     *,
     policy: SelectionPolicy = CONTRACT,
     reorders: Mapping[str, Sequence[int]] | None = None,
+    reranker: Reranker | None = None,
 ) -> BatchResult:
     """Assemble the package of every validated record.
 
-    ``reorders`` maps a query id to a permutation of its survivors (the reranker's answer); an
-    invalid one leaves the deterministic order, as the contract requires.
+    ``reranker`` is asked to reorder the survivors of every query whose request asked for a
+    rerank (section 11). ``reorders`` maps a query id to a fixed permutation of its survivors
+    (replaying a reranker's answer); an invalid one leaves the deterministic order.
     """
     batch = build_batch(records)
     fused, dedup = fuse(batch.candidates, batch.origins, batch.citations)
@@ -54,12 +57,15 @@ def assemble_records(
         utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
     )
     index = {record.query_id: q for q, record in enumerate(records)}
+    rerank = RerankStage(
+        records, reranker, {index[qid]: order for qid, order in (reorders or {}).items() if qid in index}
+    )
     inputs = SelectionInputs(
         limits=[record.limits for record in records],
         tier_widths=[tier_width(record.limits.max_items) for record in records],
         citation_bytes=citations["bytes"].to_list(),
         citation_quarters=citations["quarters"].to_list(),
-        reorders={index[qid]: order for qid, order in (reorders or {}).items() if qid in index},
+        reorder=rerank,
     )
     selection = policy.select(fused, inputs)
     dedup_dropped = [0] * len(records)
@@ -85,7 +91,7 @@ def assemble_records(
                     dedup_dropped=dedup_dropped[q],
                     contradiction_groups=selection.contradiction_groups[q],
                     tier_width=inputs.tier_widths[q],
-                    reranker_plan=reranker_plan_text(record),
+                    reranker_plan=rerank.plans[q],
                 )
             )
         )

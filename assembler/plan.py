@@ -1,4 +1,4 @@
-"""``plan.lanes`` and ``plan.reranker`` (contract sections 9.4 and 11.4).
+"""``plan.lanes`` (contract section 9.4); ``plan.reranker`` comes from :mod:`assembler.reorder`.
 
 When a lane dump carries ``plan_lanes``, its entries are used as given; a lane it does not name,
 or a dump without it, gets the plan derived from the request and from which lanes are present:
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from assembler.lanes import PLAN_LANE_NAMES, LaneRecord, lane_plan_text
 
-__all__ = ["derive_lane_plans", "lanes_plan_text", "reranker_plan_text"]
+__all__ = ["derive_lane_plans", "lanes_plan_text"]
 
 NO_ANCHORS = "no anchors resolved from 'origins'"
 
@@ -63,14 +63,3 @@ def lanes_plan_text(record: LaneRecord) -> str:
     """The ``plan.lanes`` object as wire text."""
     plans = derive_lane_plans(record)
     return "{" + ",".join(f'"{name}":{lane_plan_text(plans[name])}' for name in PLAN_LANE_NAMES) + "}"
-
-
-def reranker_plan_text(record: LaneRecord) -> str:
-    """``plan.reranker`` with no provider configured (section 11.4).
-
-    ``{"configured":false,"ran":false}``, plus ``"reason":"not_configured"`` when the request
-    asked for a rerank.
-    """
-    if record.request.rerank_requested:
-        return '{"configured":false,"ran":false,"reason":"not_configured"}'
-    return '{"configured":false,"ran":false}'

@@ -21,6 +21,7 @@ from assembler.errors import UsageError
 from assembler.groups import group_contradictions
 from assembler.neardup import suppress
 from assembler.package import build_items
+from assembler.reorder import Reorderer
 from assembler.request import Limits
 
 __all__ = ["CONTRACT", "ContractPolicy", "Selection", "SelectionInputs", "SelectionPolicy", "get_policy"]
@@ -30,15 +31,15 @@ __all__ = ["CONTRACT", "ContractPolicy", "Selection", "SelectionInputs", "Select
 class SelectionInputs:
     """What a policy may read besides the fused candidates; all sequences are indexed by ``q``.
 
-    ``reorders`` maps ``q`` to a reranker permutation of that query's survivors (section 11.1);
-    an invalid permutation is ignored.
+    ``reorder`` is called once with the survivors of near-duplicate suppression and returns a
+    permutation per ``q`` (section 11.1); an invalid permutation is ignored.
     """
 
     limits: Sequence[Limits]
     tier_widths: Sequence[int]
     citation_bytes: Sequence[int]
     citation_quarters: Sequence[int]
-    reorders: Mapping[int, Sequence[int]]
+    reorder: Reorderer | None = None
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,9 @@ class ContractPolicy:
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
         """Run the contract's selection over a fused batch."""
         marked = suppress(fused)
-        survivors = survivor_positions(marked.filter(pl.col("duplicate_of").is_null()), inputs.reorders)
+        survivors = marked.filter(pl.col("duplicate_of").is_null())
+        orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
+        survivors = survivor_positions(survivors, orders)
         units, group_counts = group_contradictions(survivors)
         widths = pl.DataFrame(
             {"q": range(len(inputs.tier_widths)), "tier_width": inputs.tier_widths},
