@@ -8,7 +8,7 @@ works on the three Polars frames of :class:`LaneBatch`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,9 @@ _LANE_SHAPES: dict[str, wire.Shape] = {
     "communities": wire.COMMUNITY_HIT,
     "citations": wire.CITATION_ENTRY,
 }
+# Path strings are escaped, so the first `,"association":` of an activation's text is the field.
+_ASSOCIATION_KEY = ',"association":'
+_LANE_COMPILED = {name: wire.compile_kind(shape) for name, shape in _LANE_SHAPES.items()}
 _LANE_PLAN: wire.Shape = (
     wire.Field("ran", "bool"),
     wire.Field("reason", "str", required=False, nullable=True, emit="if_present"),
@@ -56,6 +59,7 @@ class LaneRecord:
     limits: Limits
     lanes: dict[str, list[dict[str, Any]] | None]
     plan_lanes: dict[str, dict[str, Any]] | None
+    payloads: dict[str, list[str]] = field(default_factory=dict)
     search_limit_cuts: int = 0
     source: str = "<memory>"
     line: int = 0
@@ -90,6 +94,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
     request = parse_request(raw["request"])
     lanes_raw = _lane_map(raw["lanes"], LANE_NAMES, "lanes")
     lanes: dict[str, list[dict[str, Any]] | None] = {}
+    payloads: dict[str, list[str]] = {}
     cuts = 0
     for name in LANE_NAMES:
         entries = lanes_raw.get(name)
@@ -98,11 +103,19 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
             continue
         if not isinstance(entries, list):
             raise ShapeError(f"lanes.{name}", "must be an array or null")
-        shape = _LANE_SHAPES[name]
-        clean = [wire.validate(shape, entry, f"lanes.{name}[{i}]") for i, entry in enumerate(entries)]
+        compiled = _LANE_COMPILED[name]
+        clean, texts = [], []
+        for i, entry in enumerate(entries):
+            try:
+                entry_clean, entry_text = compiled(entry)
+            except ShapeError as exc:
+                raise ShapeError(wire.join_path(f"lanes.{name}[{i}]", exc.path), exc.rule) from None
+            clean.append(entry_clean)
+            texts.append(entry_text)
         if name in ("passages", "communities") and len(clean) > request.search_limit:
             cuts += len(clean) - request.search_limit
-            clean = clean[: request.search_limit]
+            clean, texts = clean[: request.search_limit], texts[: request.search_limit]
+        payloads[name] = texts
         lanes[name] = clean
     plan_lanes = None
     if raw.get("plan_lanes") is not None:
@@ -119,6 +132,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
         limits=resolve_limits(request.budget, overrides),
         lanes=lanes,
         plan_lanes=plan_lanes,
+        payloads=payloads,
         search_limit_cuts=cuts,
         source=file,
         line=line,
@@ -224,7 +238,13 @@ def _ranks_below(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _add_association(
-    cols: dict[str, list[Any]], origin_cols: dict[str, list[Any]], q: int, lane: str, rank: int, assoc: dict[str, Any]
+    cols: dict[str, list[Any]],
+    origin_cols: dict[str, list[Any]],
+    q: int,
+    lane: str,
+    rank: int,
+    assoc: dict[str, Any],
+    payload: str,
 ) -> None:
     key = SEP.join((assoc["subject"], assoc["label"], assoc["object"]))
     candidate_id = "association" + SEP + key
@@ -245,7 +265,7 @@ def _add_association(
         subject=assoc["subject"],
         label=assoc["label"],
         text=f"{assoc['subject']} {assoc['label']} {assoc['object']}",
-        payload_json=wire.emit(wire.ASSOCIATION, assoc),
+        payload_json=payload,
         corroboration_sources_json=json_array(map(escape_string, sources)) if attributions else None,
     )
     for source, paragraph in origins:
@@ -265,14 +285,20 @@ def _passage_lane(hit: dict[str, Any]) -> str:
     return "passage_vector" if has_vector else "passage_bm25"
 
 
+def _with_text(record: LaneRecord, lane: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """A lane's clean entries with their wire texts."""
+    return zip(record.lanes[lane] or (), record.payloads.get(lane, ()), strict=True)
+
+
 def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
     cols = columns.candidates
-    lanes = record.lanes
-    for rank, assoc in enumerate(lanes["graph_query"] or (), start=1):
-        _add_association(cols, columns.origins, q, "graph_query", rank, assoc)
-    for rank, activation in enumerate(lanes["graph_activate"] or (), start=1):
-        _add_association(cols, columns.origins, q, "graph_activate", rank, activation["association"])
-    for rank, hit in enumerate(lanes["passages"] or (), start=1):
+    for rank, (assoc, text) in enumerate(_with_text(record, "graph_query"), start=1):
+        _add_association(cols, columns.origins, q, "graph_query", rank, assoc, text)
+    for rank, (activation, text) in enumerate(_with_text(record, "graph_activate"), start=1):
+        # The payload is the inner association: the last field of the activation's own text.
+        inner = text[text.index(_ASSOCIATION_KEY) + len(_ASSOCIATION_KEY) : -1]
+        _add_association(cols, columns.origins, q, "graph_activate", rank, activation["association"], inner)
+    for rank, (hit, payload) in enumerate(_with_text(record, "passages"), start=1):
         key = SEP.join((record.context, hit["source"], str(hit["paragraph"])))
         candidate_id = "passage" + SEP + key
         _append(
@@ -288,10 +314,10 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
             subject=None,
             label=None,
             text=hit["text"],
-            payload_json=wire.emit(wire.PASSAGE_HIT, hit),
+            payload_json=payload,
             corroboration_sources_json=None,
         )
-    for rank, hit in enumerate(lanes["communities"] or (), start=1):
+    for rank, (hit, payload) in enumerate(_with_text(record, "communities"), start=1):
         source = "community:" + hit["community"]
         key = SEP.join((record.context, source, str(hit["paragraph"])))
         candidate_id = "community" + SEP + key
@@ -308,11 +334,11 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
             subject=None,
             label=None,
             text=hit["text"],
-            payload_json=wire.emit(wire.COMMUNITY_HIT, hit),
+            payload_json=payload,
             corroboration_sources_json=None,
         )
     seen: set[tuple[str, int]] = set()
-    for entry in lanes["citations"] or ():
+    for entry, text in _with_text(record, "citations"):
         locator = (entry["source"], entry["paragraph"])
         if locator in seen:  # a repeated locator: the first entry wins (a lookup map keeps one)
             continue
@@ -323,7 +349,7 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
             source=entry["source"],
             paragraph=entry["paragraph"],
             ref_json=f'{{"source":{escape_string(entry["source"])},"paragraph":{entry["paragraph"]}}}',
-            entry_json=wire.emit(wire.CITATION_ENTRY, entry),
+            entry_json=text,
         )
 
 

@@ -9,8 +9,9 @@ holds only known fields. :func:`emit` writes a clean dict back as compact wire t
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -278,3 +279,128 @@ def emit(shape: Shape, value: dict[str, Any]) -> str:
             continue
         parts.append(f'"{field.name}":{_emit_kind(field.kind, item)}')
     return "{" + ",".join(parts) + "}"
+
+
+# --- Compiled shapes: validation and emission in one pass -----------------------------------------
+
+Compiled = Callable[[Any], tuple[Any, str]]
+"""Validate a parsed JSON value and write its wire text in one traversal: ``(clean, text)``.
+
+Raises :class:`ShapeError` with a path *relative* to the value (``""`` for the value itself)."""
+
+_encode_string = json.encoder.encode_basestring
+
+
+def join_path(parent: str, child: str) -> str:
+    """``lanes.passages[0]`` + ``score`` -> ``lanes.passages[0].score``; list steps join bare."""
+    if not child:
+        return parent
+    if not parent:
+        return child
+    return parent + child if child.startswith("[") else f"{parent}.{child}"
+
+
+def _compile_scalar(kind: Scalar) -> Compiled:
+    if kind == "str":
+
+        def string(value: Any) -> tuple[Any, str]:
+            if type(value) is not str:
+                raise ShapeError("", f"must be a string, got {_describe(value)}")
+            if _SURROGATE.search(value):
+                raise ShapeError("", "is not valid Unicode (lone surrogate escape)")
+            return value, _encode_string(value)
+
+        return string
+    if kind == "bool":
+
+        def boolean(value: Any) -> tuple[Any, str]:
+            if type(value) is not bool:
+                raise ShapeError("", f"must be a boolean, got {_describe(value)}")
+            return value, "true" if value else "false"
+
+        return boolean
+    if kind in ("f64", "f32"):
+        is_f32 = kind == "f32"
+
+        def number(value: Any) -> tuple[Any, str]:
+            kind_of = type(value)
+            if kind_of is not float and kind_of is not int:
+                raise ShapeError("", f"must be a number, got {_describe(value)}")
+            if is_f32:
+                rounded = to_f32(value)
+                return rounded, format_f32(rounded)
+            as_float = float(value)
+            return as_float, format_f64(as_float)
+
+        return number
+    maximum = _U32_MAX if kind == "u32" else _U64_MAX
+
+    def integer(value: Any) -> tuple[Any, str]:
+        if type(value) is not int:
+            raise ShapeError("", f"must be a non-negative integer, got {_describe(value)}")
+        if value < 0 or value > maximum:
+            raise ShapeError("", f"must be an integer from 0 to {maximum}, got {value}")
+        return value, str(value)
+
+    return integer
+
+
+def compile_kind(kind: Kind) -> Compiled:
+    """The one-pass validator-emitter of a kind (scalar, list or shape)."""
+    if isinstance(kind, ListOf):
+        inner = compile_kind(kind.item)
+
+        def array(value: Any) -> tuple[Any, str]:
+            if type(value) is not list:
+                raise ShapeError("", f"must be an array, got {_describe(value)}")
+            clean, texts = [], []
+            for index, item in enumerate(value):
+                try:
+                    item_clean, item_text = inner(item)
+                except ShapeError as exc:
+                    raise ShapeError(join_path(f"[{index}]", exc.path), exc.rule) from None
+                clean.append(item_clean)
+                texts.append(item_text)
+            return clean, "[" + ",".join(texts) + "]"
+
+        return array
+    if isinstance(kind, tuple):
+        return _compile_shape(kind)
+    return _compile_scalar(kind)
+
+
+def _compile_shape(shape: Shape) -> Compiled:
+    fields = [(f.name, f'"{f.name}":', compile_kind(f.kind), f.required, f.nullable, f.emit) for f in shape]
+    names = tuple(f.name for f in shape)
+
+    def obj(value: Any) -> tuple[Any, str]:
+        if not isinstance(value, dict):
+            raise ShapeError("", f"must be an object, got {_describe(value)}")
+        if type(value) is DuplicateKeys:
+            check_duplicates(value, names, "")
+        clean: dict[str, Any] = {}
+        parts: list[str] = []
+        for name, key, sub, required, nullable, mode in fields:
+            item = value.get(name)
+            if item is None:
+                if name not in value:
+                    if required:
+                        raise ShapeError(name, "is required but missing")
+                elif not nullable:
+                    raise ShapeError(name, "must not be null")
+                else:
+                    clean[name] = None
+                if mode == "always":
+                    parts.append(key + "null")
+                continue
+            try:
+                item_clean, item_text = sub(item)
+            except ShapeError as exc:
+                raise ShapeError(join_path(name, exc.path), exc.rule) from None
+            clean[name] = item_clean
+            if (mode == "if_nonempty" and not item_clean) or (mode == "if_true" and item_clean is not True):
+                continue
+            parts.append(key + item_text)
+        return clean, "{" + ",".join(parts) + "}"
+
+    return obj
