@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.neardup import bigram_codes, dice_matches, normalize_entry, survivor_walk
+from assembler.neardup import bigram_codes, dice_matches, duplicate_positions, normalize_entry, survivor_walk
 
 
 def plain_bigrams(text: str) -> set[tuple[str, str]]:
@@ -93,3 +93,17 @@ def test_survivor_is_the_first_kept_match_not_the_most_similar() -> None:
     texts = ["abcdefghij", "abcdefghijk", "abcdefghijk"]
     # 2 matches 0 (kept) first, although it is identical to 1 (dropped, never a target).
     assert survivor_walk(verdicts(texts)).tolist() == [-1, 0, 0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(TEXT, max_size=40), min_size=1, max_size=6), st.sampled_from([1, 7, 1 << 20]))
+def test_batched_pools_equal_one_plain_walk_per_pool(pools: list[list[str]], max_rows: int) -> None:
+    """Small pools decided together and large ones one by one give the plain walk of each pool."""
+    qs = np.repeat(np.arange(len(pools)), [len(pool) for pool in pools])
+    texts = [text for pool in pools for text in pool]
+    expected: list[int] = []
+    offset = 0
+    for pool in pools:
+        expected += [-1 if j < 0 else j + offset for j in plain_walk(pool)]
+        offset += len(pool)
+    assert duplicate_positions(qs, texts, max_rows).tolist() == expected
