@@ -20,7 +20,7 @@ from assembler.reorder import Reranker, RerankStage
 
 __all__ = ["REASONS", "BatchResult", "assemble", "assemble_batch", "assemble_records"]
 
-REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage")
+REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage", "evidence_in_passage")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ def assemble_records(
         records, reranker, {index[qid]: order for qid, order in (reorders or {}).items() if qid in index}
     )
     inputs = SelectionInputs(
+        citations=batch.citations.select("q", "source", "paragraph").with_row_index("citation_id"),
         limits=[record.limits for record in records],
         tier_widths=[tier_width(record.limits.max_items) for record in records],
         citation_bytes=citations["bytes"].to_list(),
@@ -104,12 +105,15 @@ def assemble_records(
 
 
 def _per_query_texts(decisions: pl.DataFrame, n_queries: int) -> tuple[list[list[str]], list[list[tuple[str, str]]]]:
-    """Admitted item texts in walk order; omissions as duplicates (fused order) then refusals."""
+    """Admitted item texts in walk order; omissions: dropped before the walk (duplicates, in fused
+    order), then refused by the walk (in walk order)."""
     items: list[list[str]] = [[] for _ in range(n_queries)]
     omitted: list[list[tuple[str, str]]] = [[] for _ in range(n_queries)]
-    duplicates = decisions.filter(pl.col("duplicate_of_json").is_not_null()).sort("q", "fused_rank")
-    for q, id_json, kind, dup_json in duplicates.select("q", "id_json", "kind", "duplicate_of_json").iter_rows():
-        omitted[q].append(("duplicate_passage", omission_text(id_json, kind, "duplicate_passage", dup_json)))
+    dropped = decisions.filter(pl.col("walk_step").is_null()).sort("q", "fused_rank")
+    for q, id_json, kind, reason, dup_json in dropped.select(
+        "q", "id_json", "kind", "reason", "duplicate_of_json"
+    ).iter_rows():
+        omitted[q].append((reason, omission_text(id_json, kind, reason, dup_json)))
     walked = decisions.filter(pl.col("walk_step").is_not_null()).sort("q", "walk_step")
     for q, admitted, item_json, id_json, kind, reason in walked.select(
         "q", "admitted", "item_json", "id_json", "kind", "reason"

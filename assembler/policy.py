@@ -31,10 +31,14 @@ __all__ = ["CONTRACT", "ContractPolicy", "Selection", "SelectionInputs", "Select
 class SelectionInputs:
     """What a policy may read besides the fused candidates; all sequences are indexed by ``q``.
 
+    ``citations`` holds the resolved locators (``citation_id``, ``q``, ``source``, ``paragraph``)
+    that the candidates' ``citation_ids`` point at.
+
     ``reorder`` is called once with the survivors of near-duplicate suppression and returns a
     permutation per ``q`` (section 11.1); an invalid permutation is ignored.
     """
 
+    citations: pl.DataFrame
     limits: Sequence[Limits]
     tier_widths: Sequence[int]
     citation_bytes: Sequence[int]

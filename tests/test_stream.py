@@ -12,6 +12,7 @@ import pytest
 
 from assembler.errors import InputError, UsageError
 from assembler.io import package_line
+from assembler.pipeline import REASONS
 from assembler.stream import convert, run_assembly
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 CONFORMANCE = DATA / "conformance" / "lanes.jsonl"
 EXPECTED = DATA / "conformance" / "expected.jsonl"
 SAMPLE = DATA / "sample" / "lanes.jsonl"
-REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage")
 
 
 def assembled(inputs: list[Path], output: Path, **options: Any) -> bytes:
