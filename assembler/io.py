@@ -13,7 +13,7 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -70,29 +70,33 @@ def read_raw(paths: Sequence[str], *, parquet_batch_rows: int = 4096) -> Iterato
 
 
 def _read_jsonl(stream: IO[bytes], name: str) -> Iterator[RawRecord]:
+    for number, raw in jsonl_lines(stream):
+        yield line_record(name, number, raw)
+
+
+def jsonl_lines(stream: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """``(line number, bytes without the newline)`` of every non-blank line."""
     for number, raw_line in enumerate(stream, start=1):
         raw = raw_line.rstrip(b"\r\n")
         if not raw.strip():
             continue  # blank lines separate nothing and are skipped
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            shown = raw.decode("utf-8", "replace")
-            yield RawRecord(
-                name,
-                number,
-                None,
-                shown,
-                RecordError(name, number, None, "", f"invalid UTF-8 at byte {exc.start} of the line"),
-            )
-            continue
-        try:
-            value = parse_json(text)
-        except ValueError as exc:  # json.JSONDecodeError is a ValueError too
-            where = f" at column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else f": {exc}"
-            yield RawRecord(name, number, None, text, RecordError(name, number, None, "", f"invalid JSON{where}"))
-            continue
-        yield RawRecord(name, number, value, text)
+        yield number, raw
+
+
+def line_record(name: str, number: int, raw: bytes) -> RawRecord:
+    """One JSON Lines line as a record, or the reason it is not valid UTF-8 JSON."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        shown = raw.decode("utf-8", "replace")
+        error = RecordError(name, number, None, "", f"invalid UTF-8 at byte {exc.start} of the line")
+        return RawRecord(name, number, None, shown, error)
+    try:
+        value = parse_json(text)
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+        where = f" at column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else f": {exc}"
+        return RawRecord(name, number, None, text, RecordError(name, number, None, "", f"invalid JSON{where}"))
+    return RawRecord(name, number, value, text)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -133,7 +137,12 @@ def _read_parquet(path: str, batch_rows: int) -> Iterator[RawRecord]:
         for value in batch.to_pylist():
             row += 1
             clean = drop_nulls(value)
-            yield RawRecord(path, row, clean, json.dumps(clean, ensure_ascii=False, separators=(",", ":")))
+            yield RawRecord(path, row, clean, row_text(clean))
+
+
+def row_text(value: Any) -> str:
+    """A Parquet row's text in the errors file: compact JSON of the row without its nulls."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 class AtomicFile:
@@ -320,6 +329,7 @@ PACKAGE_SCHEMA = pa.schema(
         ("omitted_budget_exceeded", pa.int64()),
         ("omitted_contradiction_group_exceeds_budget", pa.int64()),
         ("omitted_duplicate_passage", pa.int64()),
+    ("omitted_evidence_in_passage", pa.int64()),
         ("search_limit_cuts", pa.int64()),
     ]
 )

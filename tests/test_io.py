@@ -27,6 +27,7 @@ PACKAGE_COLUMNS = [
     "omitted_budget_exceeded",
     "omitted_contradiction_group_exceeds_budget",
     "omitted_duplicate_passage",
+    "omitted_evidence_in_passage",
     "search_limit_cuts",
 ]
 
