@@ -20,11 +20,21 @@ from assembler.diversity import tier_units
 from assembler.errors import UsageError
 from assembler.groups import group_contradictions
 from assembler.neardup import suppress
-from assembler.package import build_items
+from assembler.package import DUPLICATE_PASSAGE, build_items
 from assembler.reorder import Reorderer
 from assembler.request import Limits
 
-__all__ = ["CONTRACT", "ContractPolicy", "Selection", "SelectionInputs", "SelectionPolicy", "get_policy"]
+__all__ = [
+    "CONTRACT",
+    "ContractPolicy",
+    "Selection",
+    "SelectionInputs",
+    "SelectionPolicy",
+    "admit_units",
+    "get_policy",
+    "policies",
+    "survivor_positions",
+]
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,10 @@ class Selection:
 class SelectionPolicy(Protocol):
     """A named selection rule set."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The name ``--policy`` selects it by."""
+        ...
 
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
         """Decide every fused candidate of the batch."""
@@ -107,35 +120,32 @@ def survivor_positions(survivors: pl.DataFrame, reorders: Mapping[int, Sequence[
     )
 
 
-class ContractPolicy:
-    """The contract's selection (sections 5-8): near-duplicates, groups, tiers, greedy walk."""
+def admit_units(
+    marked: pl.DataFrame, units: pl.DataFrame, group_counts: pl.DataFrame, inputs: SelectionInputs
+) -> Selection:
+    """The shared back half of selection: item texts, diversity tiers, the budget walk, decisions.
 
-    name = "contract"
-
-    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
-        """Run the contract's selection over a fused batch."""
-        marked = suppress(fused)
-        survivors = marked.filter(pl.col("duplicate_of").is_null())
-        orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
-        survivors = survivor_positions(survivors, orders)
-        units, group_counts = group_contradictions(survivors)
-        widths = pl.DataFrame(
-            {"q": range(len(inputs.tier_widths)), "tier_width": inputs.tier_widths},
-            schema={"q": pl.UInt32, "tier_width": pl.Int64},
-        )
-        walk = (
-            tier_units(build_items(units).join(widths, on="q"))
-            .sort("q", "admission_order", "position")
-            .with_columns(walk_step=pl.int_range(pl.len()).over("q").cast(pl.Int64))
-        )
-        outcome = admit(walk, inputs.limits, inputs.citation_bytes, inputs.citation_quarters)
-        walk = walk.with_columns(
-            admitted=pl.Series(outcome.admitted, dtype=pl.Boolean),
-            reason=pl.Series(outcome.reason, dtype=pl.String),
-            bytes_after=pl.Series(outcome.bytes_after, dtype=pl.Int64),
-            tokens_after=pl.Series(outcome.tokens_after, dtype=pl.Int64),
-        )
-        decisions = marked.join(
+    ``marked`` is every fused candidate with ``reason`` (and ``duplicate_of``/``duplicate_of_json``)
+    set for those dropped before the walk; ``units`` the survivors with admission units assigned.
+    """
+    widths = pl.DataFrame(
+        {"q": range(len(inputs.tier_widths)), "tier_width": inputs.tier_widths},
+        schema={"q": pl.UInt32, "tier_width": pl.Int64},
+    )
+    walk = (
+        tier_units(build_items(units).join(widths, on="q"))
+        .sort("q", "admission_order", "position")
+        .with_columns(walk_step=pl.int_range(pl.len()).over("q").cast(pl.Int64))
+    )
+    outcome = admit(walk, inputs.limits, inputs.citation_bytes, inputs.citation_quarters)
+    walk = walk.with_columns(
+        admitted=pl.Series(outcome.admitted, dtype=pl.Boolean),
+        walk_reason=pl.Series(outcome.reason, dtype=pl.String),
+        bytes_after=pl.Series(outcome.bytes_after, dtype=pl.Int64),
+        tokens_after=pl.Series(outcome.tokens_after, dtype=pl.Int64),
+    )
+    decisions = (
+        marked.join(
             walk.select(
                 "q",
                 "fused_rank",
@@ -148,7 +158,7 @@ class ContractPolicy:
                 "admission_order",
                 "walk_step",
                 "admitted",
-                "reason",
+                "walk_reason",
                 "item_json",
                 "item_bytes",
                 "item_quarters",
@@ -157,32 +167,53 @@ class ContractPolicy:
             ),
             on=["q", "fused_rank"],
             how="left",
-        ).with_columns(
-            admitted=pl.col("admitted").fill_null(False),
-            reason=pl.coalesce(
-                "reason", pl.when(pl.col("duplicate_of").is_not_null()).then(pl.lit("duplicate_passage"))
-            ),
         )
-        groups = [0] * len(inputs.limits)
-        for q, count in group_counts.iter_rows():
-            groups[q] = count
-        return Selection(
-            decisions=decisions,
-            citation_ids=outcome.citation_ids,
-            items_used=outcome.items_used,
-            bytes_used=outcome.bytes_used,
-            tokens_used=outcome.tokens_used,
-            contradiction_groups=groups,
+        .with_columns(admitted=pl.col("admitted").fill_null(False), reason=pl.coalesce("walk_reason", "reason"))
+        .drop("walk_reason")
+    )
+    groups = [0] * len(inputs.limits)
+    for q, count in group_counts.iter_rows():
+        groups[q] = count
+    return Selection(
+        decisions=decisions,
+        citation_ids=outcome.citation_ids,
+        items_used=outcome.items_used,
+        bytes_used=outcome.bytes_used,
+        tokens_used=outcome.tokens_used,
+        contradiction_groups=groups,
+    )
+
+
+class ContractPolicy:
+    """The contract's selection (sections 5-8): near-duplicates, groups, tiers, greedy walk."""
+
+    name = "contract"
+
+    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        """Run the contract's selection over a fused batch."""
+        marked = suppress(fused).with_columns(
+            reason=pl.when(pl.col("duplicate_of").is_not_null()).then(pl.lit(DUPLICATE_PASSAGE))
         )
+        survivors = marked.filter(pl.col("duplicate_of").is_null())
+        orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
+        units, group_counts = group_contradictions(survivor_positions(survivors, orders))
+        return admit_units(marked, units, group_counts, inputs)
 
 
 CONTRACT = ContractPolicy()
-_POLICIES: dict[str, SelectionPolicy] = {CONTRACT.name: CONTRACT}
+
+
+def policies() -> dict[str, SelectionPolicy]:
+    """Every selection policy by name: ``contract`` (default), ``quality`` and its ablations."""
+    from assembler.quality import QUALITY_POLICIES
+
+    return {CONTRACT.name: CONTRACT, **{policy.name: policy for policy in QUALITY_POLICIES}}
 
 
 def get_policy(name: str) -> SelectionPolicy:
     """The policy registered under ``name``; a ``UsageError`` naming the known ones otherwise."""
+    known = policies()
     try:
-        return _POLICIES[name]
+        return known[name]
     except KeyError:
-        raise UsageError(f"unknown policy {name!r} (known: {', '.join(sorted(_POLICIES))})") from None
+        raise UsageError(f"unknown policy {name!r} (known: {', '.join(sorted(known))})") from None

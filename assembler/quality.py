@@ -1,0 +1,179 @@
+"""The quality selection policy (``--policy quality``): the contract's selection with the rules
+that lose evidence at equal budget replaced. Opt-in; the contract policy stays the default.
+
+Every difference from :class:`~assembler.policy.ContractPolicy` lives in this module, and each can
+be switched off for ablation (``quality-no-identity``, ``quality-no-signs``, ``quality-no-words``).
+The decision record, with the measurements behind each rule, is ``docs/policies.md``.
+
+1. **Evidence identity across kinds.** An association whose every resolved citation is a passage
+   already in the pool adds nothing the passage does not carry, yet pays for the same paragraph a
+   second time (as its citation entry) and takes a second slot. Such an association is folded into
+   those passages: its fused score is added to theirs (graph support strengthens the passage's
+   place), and it is omitted with reason ``evidence_in_passage``, ``duplicate_of`` naming the
+   passage.
+2. **Contradictions need opposite signs.** A ``(subject, label)`` bucket is an atomic group only
+   when its weights disagree in sign; other multi-valued relations are admitted member by member,
+   kept next to each other.
+3. **Near-duplicates need shared words too.** Where both texts have at least three words, a pair is
+   a near-duplicate only if the Dice coefficient of their word sets is also at least 0.9, so
+   templated text about different entities ("For Love may refer to:" / "To Love may refer to:")
+   is kept while revisions of one text are still caught.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from assembler.groups import group_contradictions
+from assembler.neardup import (
+    NEAR_DUPLICATE_DICE_THRESHOLD,
+    bigram_codes,
+    dice_matches,
+    normalize_entry,
+    suppress,
+    survivor_walk,
+)
+from assembler.package import DUPLICATE_PASSAGE
+from assembler.policy import Selection, SelectionInputs, admit_units, survivor_positions
+
+__all__ = ["EVIDENCE_IN_PASSAGE", "MIN_WORDS", "QUALITY_POLICIES", "QualityPolicy"]
+
+EVIDENCE_IN_PASSAGE = "evidence_in_passage"
+MIN_WORDS = 3
+
+
+def word_matches(normalized: list[str]) -> npt.NDArray[np.bool_]:
+    """Pairs whose word sets also reach the Dice threshold, or where either text is too short."""
+    vocabulary: dict[str, int] = {}
+    sets = [
+        np.unique(np.array([vocabulary.setdefault(w, len(vocabulary)) for w in text.split()], dtype=np.uint64))
+        for text in normalized
+    ]
+    wordy = np.array([s.size >= MIN_WORDS for s in sets])
+    sizes = np.array([s.size for s in sets], dtype=np.float64)
+    shared = np.array([[np.intersect1d(a, b, assume_unique=True).size for b in sets] for a in sets], dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        close: npt.NDArray[np.bool_] = 2.0 * shared / (sizes[:, None] + sizes[None, :]) >= NEAR_DUPLICATE_DICE_THRESHOLD
+    short: npt.NDArray[np.bool_] = ~(wordy[:, None] & wordy[None, :])
+    return close | short
+
+
+def suppress_with_words(fused: pl.DataFrame) -> pl.DataFrame:
+    """Near-duplicate passages by the contract's bigram rule *and* the word rule (rule 3)."""
+    passages = (
+        fused.filter(pl.col("kind") == "passage").select("q", "fused_rank", "candidate_id", "id_json", "text")
+    ).sort("q", "fused_rank")
+    targets = np.full(passages.height, -1, dtype=np.int64)
+    qs = passages["q"].to_numpy()
+    texts = passages["text"].to_list()
+    starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]]) if qs.size else np.empty(0, dtype=np.int64)
+    for start, end in zip(starts, np.r_[starts[1:], qs.size][: starts.size], strict=True):
+        if end - start < 2:
+            continue
+        normalized = [normalize_entry(text) for text in texts[start:end]]
+        matches = dice_matches([bigram_codes(text) for text in normalized]) & word_matches(normalized)
+        walk = survivor_walk(matches)
+        targets[start:end] = np.where(walk < 0, -1, walk + start)
+    target = pl.Series("target", targets).replace(-1, None)
+    verdicts = passages.select(
+        "q",
+        "fused_rank",
+        pl.col("candidate_id").gather(target).alias("duplicate_of"),
+        pl.col("id_json").gather(target).alias("duplicate_of_json"),
+    )
+    return fused.join(verdicts, on=["q", "fused_rank"], how="left", maintain_order="left")
+
+
+def fold_cited_passages(survivors: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Rule 1: ``(survivors with boosted scores, folded associations)``.
+
+    ``folded`` has ``q``, ``fused_rank``, ``duplicate_of`` and ``duplicate_of_json`` (the passage
+    with the best fused rank among those the association cites).
+    """
+    refs = (
+        survivors.filter(pl.col("kind") == "association")
+        .select("q", "fused_rank", "score", "citation_ids")
+        .explode("citation_ids")
+        .drop_nulls("citation_ids")
+        .join(citations, left_on=["q", "citation_ids"], right_on=["q", "citation_id"])
+    )
+    passages = survivors.filter(pl.col("kind") == "passage").select(
+        "q",
+        "source",
+        "paragraph",
+        pl.col("fused_rank").alias("passage_rank"),
+        pl.col("candidate_id").alias("duplicate_of"),
+        pl.col("id_json").alias("duplicate_of_json"),
+    )
+    matched = refs.join(passages, on=["q", "source", "paragraph"], how="left")
+    folded_ranks = (
+        matched.group_by("q", "fused_rank")
+        .agg(pl.col("passage_rank").is_not_null().all().alias("covered"))
+        .filter("covered")
+        .select("q", "fused_rank")
+    )
+    covering = matched.join(folded_ranks, on=["q", "fused_rank"])
+    folded = (
+        covering.sort("passage_rank")
+        .group_by("q", "fused_rank")
+        .agg(pl.col("duplicate_of").first(), pl.col("duplicate_of_json").first())
+    )
+    boosts = covering.group_by("q", pl.col("passage_rank").alias("fused_rank")).agg(
+        pl.col("score").sum().alias("boost")
+    )
+    boosted = (
+        survivors.join(folded_ranks, on=["q", "fused_rank"], how="anti")
+        .join(boosts, on=["q", "fused_rank"], how="left")
+        .with_columns(score=pl.col("score") + pl.col("boost").fill_null(0.0))
+        .drop("boost")
+        .sort(["q", "score", "kind", "canonical_key"], descending=[False, True, False, False])
+    )
+    return boosted, folded
+
+
+@dataclass(frozen=True)
+class QualityPolicy:
+    """The quality rules, each switchable for ablation."""
+
+    name: str = "quality"
+    identity: bool = True
+    signs: bool = True
+    words: bool = True
+
+    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        """Run the quality selection over a fused batch."""
+        marked = (suppress_with_words(fused) if self.words else suppress(fused)).with_columns(
+            reason=pl.when(pl.col("duplicate_of").is_not_null()).then(pl.lit(DUPLICATE_PASSAGE))
+        )
+        survivors = marked.filter(pl.col("duplicate_of").is_null())
+        if self.identity:
+            survivors, folded = fold_cited_passages(survivors, inputs.citations)
+            marked = (
+                marked.join(folded, on=["q", "fused_rank"], how="left", suffix="_folded")
+                .with_columns(
+                    reason=pl.coalesce(
+                        "reason",
+                        pl.when(pl.col("duplicate_of_folded").is_not_null()).then(pl.lit(EVIDENCE_IN_PASSAGE)),
+                    ),
+                    duplicate_of=pl.coalesce("duplicate_of", "duplicate_of_folded"),
+                    duplicate_of_json=pl.coalesce("duplicate_of_json", "duplicate_of_json_folded"),
+                )
+                .drop("duplicate_of_folded", "duplicate_of_json_folded")
+            )
+        orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
+        units, group_counts = group_contradictions(
+            survivor_positions(survivors, orders), disagreement="sign" if self.signs else "label"
+        )
+        return admit_units(marked, units, group_counts, inputs)
+
+
+QUALITY_POLICIES = (
+    QualityPolicy(),
+    QualityPolicy(name="quality-no-identity", identity=False),
+    QualityPolicy(name="quality-no-signs", signs=False),
+    QualityPolicy(name="quality-no-words", words=False),
+)

@@ -1,0 +1,163 @@
+"""The quality policy: one test per rule (contract behaviour beside quality behaviour), the
+package invariants as properties under every quality variant, and determinism."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembler import assemble_batch, get_policy
+from tests.strategies import lane_records
+from tests.test_pipeline import fused_count
+from tests.test_selection import act, assoc, cite, passage, record
+
+QUALITY_NAMES = ["quality", "quality-no-identity", "quality-no-signs", "quality-no-words"]
+
+
+def run(policy: str, lanes: dict[str, Any], **request: Any) -> dict[str, Any]:
+    package: dict[str, Any] = json.loads(
+        assemble_batch([record(lanes, **request)], policy=get_policy(policy)).packages[0]
+    )
+    return package
+
+
+def kinds(package: dict[str, Any]) -> list[str]:
+    return [item["kind"] for item in package["items"]]
+
+
+# --- rule 1: evidence identity across kinds -------------------------------------------------------
+
+CITED = {
+    "graph_activate": [act(assoc("蔵", "杜氏", "高瀬", ("kura.md", 0, 1.0)))],
+    "passages": [passage("kura.md", "青嶺酒造の杜氏は高瀬である。")],
+    "citations": [cite("kura.md", 0, "青嶺酒造の杜氏は高瀬である。")],
+}
+
+
+def test_contract_pays_twice_for_a_cited_passage() -> None:
+    package = run("contract", CITED)
+    assert kinds(package) == ["association", "passage"] and len(package["citations"]) == 1
+
+
+def test_quality_folds_an_association_into_the_passage_it_cites() -> None:
+    package = run("quality", CITED)
+    assert kinds(package) == ["passage"] and package["citations"] == []
+    [omission] = package["omitted"]
+    assert omission["reason"] == "evidence_in_passage"
+    assert omission["duplicate_of"] == package["items"][0]["candidate_id"]
+    assert package["budget"]["bytes_used"] < run("contract", CITED)["budget"]["bytes_used"]
+
+
+def test_an_association_citing_a_paragraph_outside_the_pool_stays() -> None:
+    lanes = {
+        **CITED,
+        "graph_activate": [act(assoc("蔵", "杜氏", "高瀬", ("other.md", 3, 1.0)))],
+        "citations": [cite("other.md", 3)],
+    }
+    assert kinds(run("quality", lanes)) == ["association", "passage"]
+
+
+def test_graph_support_moves_the_cited_passage_up() -> None:
+    lanes = {
+        "graph_activate": [act(assoc("s", "l", "o", ("b.md", 0, 1.0)))],
+        "passages": [passage("a.md", "first passage about rice"), passage("b.md", "second passage about yeast")],
+        "citations": [cite("b.md", 0)],
+    }
+    sources = [item["passage"]["source"] for item in run("quality", lanes)["items"]]
+    assert sources == ["b.md", "a.md"]
+    assert [item.get("passage", {}).get("source") for item in run("contract", lanes)["items"]] == [None, "a.md", "b.md"]
+
+
+# --- rule 2: contradictions need opposite signs ---------------------------------------------------
+
+MULTI = {"graph_activate": [act(assoc("青嶺", "輸出先", "米国")), act(assoc("青嶺", "輸出先", "台湾"))]}
+
+
+def test_contract_treats_a_multi_valued_relation_as_one_atomic_group() -> None:
+    package = run("contract", MULTI, budget={"max_items": 1})
+    assert package["items"] == [] and package["omitted_by_reason"] == {"contradiction_group_exceeds_budget": 2}
+
+
+def test_quality_admits_a_multi_valued_relation_member_by_member() -> None:
+    package = run("quality", MULTI, budget={"max_items": 1})
+    assert len(package["items"]) == 1 and "contradicts" not in package["items"][0]
+    assert package["plan"]["selection"]["contradiction_groups"] == 0
+
+
+def test_opposite_signs_still_form_an_atomic_group() -> None:
+    lanes = {"graph_activate": [act(assoc("猫", "is_a", "哺乳類")), act(assoc("猫", "is_a", "爬虫類", weight=-1.0))]}
+    package = run("quality", lanes, budget={"max_items": 1})
+    assert package["items"] == [] and package["omitted_by_reason"] == {"contradiction_group_exceeds_budget": 2}
+    assert [len(i["contradicts"]) for i in run("quality", lanes)["items"]] == [1, 1]
+
+
+def test_multi_valued_members_are_kept_next_to_each_other() -> None:
+    lanes = {"graph_activate": [act(assoc("a", "l", "x")), act(assoc("b", "m", "y")), act(assoc("a", "l", "z"))]}
+    objects = [item["association"]["object"] for item in run("quality", lanes)["items"]]
+    assert objects == ["x", "z", "y"]
+
+
+# --- rule 3: near-duplicates need shared words ----------------------------------------------------
+
+TEMPLATED = {"passages": [passage("for.md", "For Love may refer to:"), passage("to.md", "To Love may refer to:")]}
+
+
+def test_contract_drops_templated_text_about_another_entity() -> None:
+    assert run("contract", TEMPLATED)["omitted_by_reason"] == {"duplicate_passage": 1}
+
+
+def test_quality_keeps_templated_text_about_another_entity() -> None:
+    assert len(run("quality", TEMPLATED)["items"]) == 2
+
+
+def test_quality_still_drops_a_revision_of_the_same_text() -> None:
+    text = "Sake is brewed in winter from polished rice, koji mold and water drawn from the river below the hill."
+    lanes = {"passages": [passage("v1.md", text), passage("v2.md", text.replace("river", "rivers"))]}
+    assert run("quality", lanes)["omitted_by_reason"] == {"duplicate_passage": 1}
+
+
+# --- invariants and determinism --------------------------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(lane_records(), st.sampled_from(QUALITY_NAMES))
+def test_invariants_hold_under_every_quality_variant(lane_record: dict[str, Any], name: str) -> None:
+    policy = get_policy(name)
+    text = assemble_batch([lane_record], policy=policy).packages[0]
+    package = json.loads(text)
+    items, budget, limits = package["items"], package["budget"], package["budget"]["limits"]
+    refs = {(r["source"], r["paragraph"]) for item in items for r in item["citation_refs"]}
+    assert {(c["source"], c["paragraph"]) for c in package["citations"]} == refs
+    assert len(items) <= limits["max_items"]
+    if items:
+        assert budget["bytes_used"] <= limits["max_bytes"] and budget["tokens_used"] <= limits["max_tokens"]
+    assert len(items) + package["omitted_total"] == fused_count(lane_record)
+    assert sum(package["omitted_by_reason"].values()) == package["omitted_total"]
+    admitted = {item["candidate_id"] for item in items}
+    for item in items:
+        assert set(item.get("contradicts", [])) <= admitted
+    reordered = {**lane_record, "lanes": dict(reversed(list(lane_record["lanes"].items())))}
+    assert assemble_batch([{**lane_record, "query_id": "x"}, reordered], policy=policy).packages[1] == text
+
+
+@pytest.mark.parametrize("name", QUALITY_NAMES)
+def test_quality_variants_run_on_the_sample_and_keep_the_contract_wire_types(name: str) -> None:
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parent.parent / "data" / "sample" / "lanes.jsonl").read_text(encoding="utf-8")
+    records = [json.loads(line) for line in lines.splitlines()]
+    for text in assemble_batch(records, policy=get_policy(name)).packages:
+        package = json.loads(text)
+        assert list(package) == [
+            "items",
+            "citations",
+            "budget",
+            "omitted",
+            "omitted_total",
+            "omitted_by_reason",
+            "plan",
+        ]
