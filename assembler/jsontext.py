@@ -99,6 +99,10 @@ def _format(value: float, is_f32: bool) -> str:
 
 def format_f64(value: float) -> str:
     """An f64 field (``weight``, ``strength``) as serde_json writes it."""
+    # From 1e-4 up, Python's repr already has the same digits and layout (positional below
+    # 1e16, then "1e+16" style); only smaller magnitudes need the layout rewritten.
+    if 1e-4 <= abs(value) < math.inf:
+        return repr(value)
     return _format(value, False)
 
 
