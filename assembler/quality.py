@@ -1,20 +1,22 @@
 """The quality selection policy (``--policy quality``): the contract's selection with the rules
 that lose evidence at equal budget replaced. Opt-in; the contract policy stays the default.
 
-Every difference from :class:`~assembler.policy.ContractPolicy` lives in this module, and each can
-be switched off for ablation (``quality-no-identity``, ``quality-no-signs``, ``quality-no-words``).
-The decision record, with the measurements behind each rule, is ``docs/policies.md``.
+Every difference from :class:`~assembler.policy.ContractPolicy` lives in this module, and each rule
+can be switched off for ablation (``quality-no-identity``, ``quality-no-passages-first``,
+``quality-no-signs``, ``quality-no-words``). The decision record, with the measurements behind
+each rule, is ``docs/policies.md``.
 
 1. **Evidence identity across kinds.** An association whose every resolved citation is a passage
-   already in the pool adds nothing the passage does not carry, yet pays for the same paragraph a
-   second time (as its citation entry) and takes a second slot. Such an association is folded into
-   those passages: its fused score is added to theirs (graph support strengthens the passage's
-   place), and it is omitted with reason ``evidence_in_passage``, ``duplicate_of`` naming the
-   passage.
-2. **Contradictions need opposite signs.** A ``(subject, label)`` bucket is an atomic group only
+   already in the pool adds no text the passage does not carry, yet pays for the same paragraph a
+   second time (as its citation entry) and takes a second slot. It is omitted with reason
+   ``evidence_in_passage``, ``duplicate_of`` naming the passage.
+2. **Passages first.** Every passage is offered before any remaining graph fact or community
+   summary (each kind keeps its fused order), so a fact that cites a paragraph the passage lane did
+   not find fills room the passages leave instead of displacing them.
+3. **Contradictions need opposite signs.** A ``(subject, label)`` bucket is an atomic group only
    when its weights disagree in sign; other multi-valued relations are admitted member by member,
    kept next to each other.
-3. **Near-duplicates need shared words too.** Where both texts have at least three words, a pair is
+4. **Near-duplicates need shared words too.** Where both texts have at least three words, a pair is
    a near-duplicate only if the Dice coefficient of their word sets is also at least 0.9, so
    templated text about different entities ("For Love may refer to:" / "To Love may refer to:")
    is kept while revisions of one text are still caught.
@@ -89,14 +91,14 @@ def suppress_with_words(fused: pl.DataFrame) -> pl.DataFrame:
 
 
 def fold_cited_passages(survivors: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rule 1: ``(survivors with boosted scores, folded associations)``.
+    """Rule 1: ``(survivors without the folded associations, folded associations)``.
 
     ``folded`` has ``q``, ``fused_rank``, ``duplicate_of`` and ``duplicate_of_json`` (the passage
     with the best fused rank among those the association cites).
     """
     refs = (
         survivors.filter(pl.col("kind") == "association")
-        .select("q", "fused_rank", "score", "citation_ids")
+        .select("q", "fused_rank", "citation_ids")
         .explode("citation_ids")
         .drop_nulls("citation_ids")
         .join(citations, left_on=["q", "citation_ids"], right_on=["q", "citation_id"])
@@ -110,29 +112,27 @@ def fold_cited_passages(survivors: pl.DataFrame, citations: pl.DataFrame) -> tup
         pl.col("id_json").alias("duplicate_of_json"),
     )
     matched = refs.join(passages, on=["q", "source", "paragraph"], how="left")
-    folded_ranks = (
+    covered = (
         matched.group_by("q", "fused_rank")
         .agg(pl.col("passage_rank").is_not_null().all().alias("covered"))
         .filter("covered")
         .select("q", "fused_rank")
     )
-    covering = matched.join(folded_ranks, on=["q", "fused_rank"])
     folded = (
-        covering.sort("passage_rank")
+        matched.join(covered, on=["q", "fused_rank"])
+        .sort("passage_rank")
         .group_by("q", "fused_rank")
         .agg(pl.col("duplicate_of").first(), pl.col("duplicate_of_json").first())
     )
-    boosts = covering.group_by("q", pl.col("passage_rank").alias("fused_rank")).agg(
-        pl.col("score").sum().alias("boost")
+    return survivors.join(covered, on=["q", "fused_rank"], how="anti"), folded
+
+
+def passages_first(survivors: pl.DataFrame) -> pl.DataFrame:
+    """Rule 2: every passage is offered before any graph fact or community summary; each kind keeps
+    its fused order."""
+    return survivors.sort(
+        [pl.col("q"), pl.col("kind") != "passage", pl.col("fused_rank")], descending=[False, False, False]
     )
-    boosted = (
-        survivors.join(folded_ranks, on=["q", "fused_rank"], how="anti")
-        .join(boosts, on=["q", "fused_rank"], how="left")
-        .with_columns(score=pl.col("score") + pl.col("boost").fill_null(0.0))
-        .drop("boost")
-        .sort(["q", "score", "kind", "canonical_key"], descending=[False, True, False, False])
-    )
-    return boosted, folded
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,7 @@ class QualityPolicy:
     identity: bool = True
     signs: bool = True
     words: bool = True
+    passages_first: bool = True
 
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
         """Run the quality selection over a fused batch."""
@@ -164,6 +165,8 @@ class QualityPolicy:
                 )
                 .drop("duplicate_of_folded", "duplicate_of_json_folded")
             )
+        if self.passages_first:
+            survivors = passages_first(survivors)
         orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
         units, group_counts = group_contradictions(
             survivor_positions(survivors, orders), disagreement="sign" if self.signs else "label"
@@ -174,6 +177,7 @@ class QualityPolicy:
 QUALITY_POLICIES = (
     QualityPolicy(),
     QualityPolicy(name="quality-no-identity", identity=False),
+    QualityPolicy(name="quality-no-passages-first", passages_first=False),
     QualityPolicy(name="quality-no-signs", signs=False),
     QualityPolicy(name="quality-no-words", words=False),
 )

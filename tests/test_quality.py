@@ -15,7 +15,7 @@ from tests.strategies import lane_records
 from tests.test_pipeline import fused_count
 from tests.test_selection import act, assoc, cite, passage, record
 
-QUALITY_NAMES = ["quality", "quality-no-identity", "quality-no-signs", "quality-no-words"]
+QUALITY_NAMES = ["quality", "quality-no-identity", "quality-no-passages-first", "quality-no-signs", "quality-no-words"]
 
 
 def run(policy: str, lanes: dict[str, Any], **request: Any) -> dict[str, Any]:
@@ -58,21 +58,21 @@ def test_an_association_citing_a_paragraph_outside_the_pool_stays() -> None:
         "graph_activate": [act(assoc("蔵", "杜氏", "高瀬", ("other.md", 3, 1.0)))],
         "citations": [cite("other.md", 3)],
     }
-    assert kinds(run("quality", lanes)) == ["association", "passage"]
+    assert kinds(run("quality", lanes)) == ["passage", "association"]  # kept, after the passages
 
 
-def test_graph_support_moves_the_cited_passage_up() -> None:
+def test_passages_are_offered_before_graph_facts() -> None:
     lanes = {
-        "graph_activate": [act(assoc("s", "l", "o", ("b.md", 0, 1.0)))],
+        "graph_activate": [act(assoc("s", "l", "o", ("c.md", 0, 1.0)))],
         "passages": [passage("a.md", "first passage about rice"), passage("b.md", "second passage about yeast")],
-        "citations": [cite("b.md", 0)],
+        "citations": [cite("c.md", 0)],
     }
-    sources = [item["passage"]["source"] for item in run("quality", lanes)["items"]]
-    assert sources == ["b.md", "a.md"]
-    assert [item.get("passage", {}).get("source") for item in run("contract", lanes)["items"]] == [None, "a.md", "b.md"]
+    assert kinds(run("contract", lanes, budget={"max_items": 2})) == ["association", "passage"]
+    assert kinds(run("quality", lanes, budget={"max_items": 2})) == ["passage", "passage"]
+    assert kinds(run("quality", lanes)) == ["passage", "passage", "association"]
 
 
-# --- rule 2: contradictions need opposite signs ---------------------------------------------------
+# --- rule 3: contradictions need opposite signs ---------------------------------------------------
 
 MULTI = {"graph_activate": [act(assoc("青嶺", "輸出先", "米国")), act(assoc("青嶺", "輸出先", "台湾"))]}
 
@@ -101,7 +101,7 @@ def test_multi_valued_members_are_kept_next_to_each_other() -> None:
     assert objects == ["x", "z", "y"]
 
 
-# --- rule 3: near-duplicates need shared words ----------------------------------------------------
+# --- rule 4: near-duplicates need shared words ----------------------------------------------------
 
 TEMPLATED = {"passages": [passage("for.md", "For Love may refer to:"), passage("to.md", "To Love may refer to:")]}
 
