@@ -91,7 +91,7 @@ def assemble_records(
                     lanes_plan=lanes_plan_text(record),
                     dedup_dropped=dedup_dropped[q],
                     contradiction_groups=selection.contradiction_groups[q],
-                    tier_width=inputs.tier_widths[q],
+                    tier_width=selection.tier_widths[q],
                     reranker_plan=rerank.plans[q],
                 )
             )

@@ -63,7 +63,8 @@ class Selection:
     ``decisions``: one row per fused candidate with at least ``q``, ``fused_rank``, ``id_json``,
     ``kind``, ``duplicate_of_json`` (null unless dropped as a duplicate), ``walk_step`` (null
     for duplicates), ``admitted``, ``reason`` and ``item_json``. Per query: the committed
-    ``citation_ids`` and the final usage, and the number of ``contradiction_groups``.
+    ``citation_ids`` and the final usage, the number of ``contradiction_groups`` and the
+    diversity ``tier_widths`` used (reported in ``plan.selection``).
     """
 
     decisions: pl.DataFrame
@@ -72,6 +73,7 @@ class Selection:
     bytes_used: Sequence[int]
     tokens_used: Sequence[int]
     contradiction_groups: Sequence[int]
+    tier_widths: Sequence[int]
 
 
 class SelectionPolicy(Protocol):
@@ -121,15 +123,21 @@ def survivor_positions(survivors: pl.DataFrame, reorders: Mapping[int, Sequence[
 
 
 def admit_units(
-    marked: pl.DataFrame, units: pl.DataFrame, group_counts: pl.DataFrame, inputs: SelectionInputs
+    marked: pl.DataFrame,
+    units: pl.DataFrame,
+    group_counts: pl.DataFrame,
+    inputs: SelectionInputs,
+    tier_widths: Sequence[int] | None = None,
 ) -> Selection:
     """The shared back half of selection: item texts, diversity tiers, the budget walk, decisions.
 
     ``marked`` is every fused candidate with ``reason`` (and ``duplicate_of``/``duplicate_of_json``)
     set for those dropped before the walk; ``units`` the survivors with admission units assigned.
+    ``tier_widths`` overrides the contract's diversity tier widths (1 = no reordering).
     """
+    tier_widths = inputs.tier_widths if tier_widths is None else tier_widths
     widths = pl.DataFrame(
-        {"q": range(len(inputs.tier_widths)), "tier_width": inputs.tier_widths},
+        {"q": range(len(tier_widths)), "tier_width": tier_widths},
         schema={"q": pl.UInt32, "tier_width": pl.Int64},
     )
     walk = (
@@ -181,6 +189,7 @@ def admit_units(
         bytes_used=outcome.bytes_used,
         tokens_used=outcome.tokens_used,
         contradiction_groups=groups,
+        tier_widths=tier_widths,
     )
 
 

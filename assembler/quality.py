@@ -3,8 +3,8 @@ that lose evidence at equal budget replaced. Opt-in; the contract policy stays t
 
 Every difference from :class:`~assembler.policy.ContractPolicy` lives in this module, and each rule
 can be switched off for ablation (``quality-no-identity``, ``quality-no-passages-first``,
-``quality-no-signs``, ``quality-no-words``). The decision record, with the measurements behind
-each rule, is ``docs/policies.md``.
+``quality-no-signs``, ``quality-no-words``, and ``quality-with-tiers`` for rule 5). The decision
+record, with the measurements behind each rule, is ``docs/policies.md``.
 
 1. **Evidence identity across kinds.** An association whose every resolved citation is a passage
    already in the pool adds no text the passage does not carry, yet pays for the same paragraph a
@@ -20,6 +20,10 @@ each rule, is ``docs/policies.md``.
    a near-duplicate only if the Dice coefficient of their word sets is also at least 0.9, so
    templated text about different entities ("For Love may refer to:" / "To Love may refer to:")
    is kept while revisions of one text are still caught.
+5. **Rank order, not tiers.** The contract's diversity tiers move a lower-ranked unit from a new
+   source ahead of a better-ranked one from a source already seen; the quality policy admits in
+   rank order (``plan.selection.diversity_tier_width`` reports 1: tiers of one unit). Source
+   diversity then comes from the pool itself, as it does for the fixed-limit baseline.
 """
 
 from __future__ import annotations
@@ -144,6 +148,7 @@ class QualityPolicy:
     signs: bool = True
     words: bool = True
     passages_first: bool = True
+    tiers: bool = False
 
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
         """Run the quality selection over a fused batch."""
@@ -171,7 +176,8 @@ class QualityPolicy:
         units, group_counts = group_contradictions(
             survivor_positions(survivors, orders), disagreement="sign" if self.signs else "label"
         )
-        return admit_units(marked, units, group_counts, inputs)
+        widths = None if self.tiers else [1] * len(inputs.tier_widths)
+        return admit_units(marked, units, group_counts, inputs, widths)
 
 
 QUALITY_POLICIES = (
@@ -180,4 +186,5 @@ QUALITY_POLICIES = (
     QualityPolicy(name="quality-no-passages-first", passages_first=False),
     QualityPolicy(name="quality-no-signs", signs=False),
     QualityPolicy(name="quality-no-words", words=False),
+    QualityPolicy(name="quality-with-tiers", tiers=True),
 )

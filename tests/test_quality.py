@@ -15,7 +15,14 @@ from tests.strategies import lane_records
 from tests.test_pipeline import fused_count
 from tests.test_selection import act, assoc, cite, passage, record
 
-QUALITY_NAMES = ["quality", "quality-no-identity", "quality-no-passages-first", "quality-no-signs", "quality-no-words"]
+QUALITY_NAMES = [
+    "quality",
+    "quality-no-identity",
+    "quality-no-passages-first",
+    "quality-no-signs",
+    "quality-no-words",
+    "quality-with-tiers",
+]
 
 
 def run(policy: str, lanes: dict[str, Any], **request: Any) -> dict[str, Any]:
@@ -118,6 +125,24 @@ def test_quality_still_drops_a_revision_of_the_same_text() -> None:
     text = "Sake is brewed in winter from polished rice, koji mold and water drawn from the river below the hill."
     lanes = {"passages": [passage("v1.md", text), passage("v2.md", text.replace("river", "rivers"))]}
     assert run("quality", lanes)["omitted_by_reason"] == {"duplicate_passage": 1}
+
+
+# --- rule 5: rank order, not tiers ------------------------------------------------------------------
+
+
+def test_quality_admits_in_rank_order_and_reports_tiers_of_one() -> None:
+    lanes = {
+        "passages": [
+            passage("dominant", "alpha text one", 0),
+            passage("dominant", "beta words two", 1),
+            passage("other", "gamma thing three", 0),
+        ]
+    }
+    contract = run("contract", lanes, budget={"max_items": 12})
+    quality = run("quality", lanes, budget={"max_items": 12})
+    assert [i["passage"]["source"] for i in contract["items"]] == ["dominant", "other", "dominant"]
+    assert [i["passage"]["source"] for i in quality["items"]] == ["dominant", "dominant", "other"]
+    assert quality["plan"]["selection"]["diversity_tier_width"] == 1
 
 
 # --- invariants and determinism --------------------------------------------------------------------
