@@ -1,0 +1,321 @@
+"""``evaluate compare BASE.json HEAD.json``: case classification, aggregate deltas, mismatch warnings.
+
+Both artifacts are read tolerantly (every field optional). Warnings never change the outcome; the
+one that matters most is ``budget differs``: recall or diversity compared across different budgets
+is not an equal-budget comparison. Modes and policies are not compared (a baseline-vs-assembly or
+policy-vs-policy pair at one budget is the intended use); both are printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from assembler.evaluate.artifact import case_value, generated_at, scalar
+from assembler.evaluate.catalog import COMPARISON_METRICS
+from assembler.evaluate.errors import EvaluateError
+from assembler.io import parse_json
+
+__all__ = ["EPSILON", "Comparison", "Report", "compare_reports", "describe_budget", "load_report"]
+
+EPSILON = 1e-9
+EVALUATION_VERSION = 1
+_STATISTICS = ("distribution", "ratio", "count")
+
+
+@dataclass(frozen=True)
+class Report:
+    """One artifact as compare reads it (``side`` is ``BASE`` or ``HEAD``)."""
+
+    side: str
+    path: str
+    data: dict[str, Any]
+
+    def get(self, *keys: str) -> Any:
+        """A nested field, or None when any step is missing or not an object."""
+        value: Any = self.data
+        for key in keys:
+            if not isinstance(value, Mapping):
+                return None
+            value = value.get(key)
+        return value
+
+    def identity(self) -> dict[str, Any]:
+        """The ``base``/``head`` identity of the changes header."""
+        return {
+            "path": self.path,
+            "context": self.get("inputs", "context"),
+            "taguru_evaluation": self.get("taguru_evaluation"),
+            "generated_at": self.get("generated_at"),
+            "corpus_revision_after": self.get("corpus", "revision_after"),
+            "corpus_stable": self.get("corpus", "stable"),
+            "thresholds_sha256": self.get("thresholds", "sha256"),
+            "mode": self.get("inputs", "mode"),
+            "policy": self.get("inputs", "policy"),
+            "budget": self.get("inputs", "budget"),
+        }
+
+
+def load_report(path: str, side: str) -> Report:
+    """Read an artifact; exit-2 errors name the side and the path."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise EvaluateError(f"{side} reading {path}: {reason}") from None
+    try:
+        data = parse_json(text)
+    except ValueError as exc:
+        raise EvaluateError(f"{side} {path}: malformed evaluation.json: {exc}") from None
+    if not isinstance(data, dict):
+        raise EvaluateError(f"{side} {path}: malformed evaluation.json: the top level is not an object")
+    stamp = data.get("taguru_evaluation", 0)
+    if isinstance(stamp, bool) or not isinstance(stamp, int) or not 1 <= stamp <= EVALUATION_VERSION:
+        raise EvaluateError(
+            f"{side} {path}: taguru_evaluation must be within 1..={EVALUATION_VERSION}, got {json.dumps(stamp)}"
+        )
+    return Report(side, path, data)
+
+
+def describe_budget(budget: Any) -> str:
+    """``max_items=A max_bytes=B max_tokens=C`` or ``none (untruncated baseline)``."""
+    if not isinstance(budget, Mapping):
+        return "none (untruncated baseline)"
+    return " ".join(f"{key}={budget.get(key)}" for key in ("max_items", "max_bytes", "max_tokens"))
+
+
+def _budget_key(budget: Any) -> tuple[Any, ...] | None:
+    if not isinstance(budget, Mapping):
+        return None
+    return tuple(budget.get(key) for key in ("max_items", "max_bytes", "max_tokens"))
+
+
+def _short_sha(value: Any) -> str:
+    return value[:12] if isinstance(value, str) else "none"
+
+
+@dataclass
+class Comparison:
+    """The outcome of a comparison: counts, records, aggregate diffs, warnings."""
+
+    base: Report
+    head: Report
+    counts: dict[str, int] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    aggregate: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def header(self) -> dict[str, Any]:
+        """Line 1 of ``changes.jsonl``."""
+        header: dict[str, Any] = {
+            "kind": "header",
+            "taguru_evaluation_changes": 1,
+            "generated_at": generated_at(),
+            "base": self.base.identity(),
+            "head": self.head.identity(),
+            "counts": self.counts,
+            "metrics": self.aggregate,
+        }
+        if self.warnings:
+            header["warnings"] = self.warnings
+        return header
+
+    def lines(self) -> list[str]:
+        """Every line of ``changes.jsonl`` (compact JSON, without newlines)."""
+        return [_compact(self.header()), *(_compact(record) for record in self.records)]
+
+    def summary(self, out: str) -> list[str]:
+        """The terminal summary."""
+        c = self.counts
+        lines = [
+            f"evaluate compare: {c['cases_base']} case(s) in BASE, {c['cases_head']} in HEAD — "
+            f"{c['improved']} improved, {c['regressed']} regressed, {c['added']} added, {c['removed']} removed, "
+            f"{c['unchanged']} unchanged"
+        ]
+        for report in (self.base, self.head):
+            identity = report.identity()
+            policy = identity["policy"] if identity["mode"] == "assembly" else "-"
+            lines.append(
+                f"{report.side}: {report.path}: mode {identity['mode'] or 'unknown'}, policy {policy or 'unknown'}, "
+                f"budget {describe_budget(identity['budget'])}"
+            )
+        lines.append("aggregate:")
+        for entry in self.aggregate:
+            base, head = entry["sides"]["base"], entry["sides"]["head"]
+            left = "n/a" if base is None else f"{base:.3f}"
+            right = "n/a" if head is None else f"{head:.3f}"
+            delta = "" if entry["delta"] is None else f" (Δ {entry['delta']:+.3f})"
+            lines.append(f"  {entry['metric']}: {left} -> {right}{delta}")
+        regressed = [record for record in self.records if record["kind"] == "regressed"]
+        for record in regressed[:10]:
+            parts = ", ".join(
+                f"{m['metric']} {m['delta']:+.3f}" for m in record["metrics"] if m["direction"] == "regressed"
+            )
+            lines.append(f"regressed: {record['case_id']} ({parts})")
+        if len(regressed) > 10:
+            lines.append(f"... and {len(regressed) - 10} more regressed case(s)")
+        lines.append(f"wrote {out}")
+        return lines
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _mismatch_warnings(base: Report, head: Report) -> list[str]:
+    warnings = []
+    if base.get("inputs", "context") != head.get("inputs", "context"):
+        warnings.append(
+            f"context differs: BASE '{base.get('inputs', 'context')}' vs HEAD '{head.get('inputs', 'context')}'"
+        )
+    if base.get("corpus", "revision_after") != head.get("corpus", "revision_after"):
+        warnings.append("corpus.revision_after differs between BASE and HEAD")
+    for report in (base, head):
+        if report.get("corpus", "stable") is False:
+            warnings.append(f"{report.path}: corpus.stable is false — a write landed mid-run")
+    base_sha, head_sha = base.get("thresholds", "sha256"), head.get("thresholds", "sha256")
+    if base_sha != head_sha:
+        warnings.append(f"thresholds file identity differs: BASE {_short_sha(base_sha)} vs HEAD {_short_sha(head_sha)}")
+    base_stamp, head_stamp = base.get("taguru_evaluation"), head.get("taguru_evaluation")
+    if base_stamp != head_stamp:
+        warnings.append(f"taguru_evaluation stamp differs: BASE {base_stamp} vs HEAD {head_stamp}")
+    base_budget, head_budget = base.get("inputs", "budget"), head.get("inputs", "budget")
+    if _budget_key(base_budget) != _budget_key(head_budget):
+        warnings.append(
+            f"budget differs: BASE {describe_budget(base_budget)} vs HEAD {describe_budget(head_budget)} — "
+            "not an equal-budget comparison"
+        )
+    return warnings
+
+
+def _index(report: Report, warnings: list[str]) -> dict[str, Mapping[str, Any]]:
+    cases = report.get("cases")
+    index: dict[str, Mapping[str, Any]] = {}
+    for block in cases if isinstance(cases, list) else []:
+        if not isinstance(block, Mapping) or not isinstance(block.get("case_id"), str):
+            continue
+        case_id = block["case_id"]
+        if case_id in index:
+            warnings.append(f"{report.side}: duplicate case_id '{case_id}' — using the last occurrence")
+        index[case_id] = block
+    return index
+
+
+def _entry(metric: str, base: float | None, head: float | None, direction: str) -> dict[str, Any]:
+    delta = None if base is None or head is None else head - base
+    return {"metric": metric, "sides": {"base": base, "head": head}, "delta": delta, "direction": direction}
+
+
+def _classify(
+    base_cases: Mapping[str, Mapping[str, Any]], head_cases: Mapping[str, Mapping[str, Any]], comparison: Comparison
+) -> None:
+    counts = dict.fromkeys(("improved", "regressed", "added", "removed", "unchanged"), 0)
+    for case_id in sorted(set(base_cases) | set(head_cases), key=lambda s: s.encode("utf-8")):
+        base, head = base_cases.get(case_id), head_cases.get(case_id)
+        if base is None or head is None:
+            kind = "added" if base is None else "removed"
+            block = head if head is not None else base
+            assert block is not None
+            entries = []
+            for metric in COMPARISON_METRICS:
+                value = case_value(block, metric)
+                if value is not None:
+                    entries.append(
+                        _entry(metric, None, value, "not_comparable")
+                        if kind == "added"
+                        else _entry(metric, value, None, "not_comparable")
+                    )
+            counts[kind] += 1
+            comparison.records.append({"kind": kind, "case_id": case_id, "metrics": entries})
+            continue
+        changed = []
+        for metric in COMPARISON_METRICS:
+            old, new = case_value(base, metric), case_value(head, metric)
+            if old is None and new is None:
+                continue
+            if old is None or new is None:
+                comparison.warnings.append(
+                    f"case '{case_id}': metric '{metric}' has a value on only one side — excluded from classification"
+                )
+                continue
+            delta = new - old
+            if delta > EPSILON:
+                changed.append(_entry(metric, old, new, "improved"))
+            elif delta < -EPSILON:
+                changed.append(_entry(metric, old, new, "regressed"))
+        if any(entry["direction"] == "regressed" for entry in changed):
+            kind = "regressed"
+        elif changed:
+            kind = "improved"
+        else:
+            counts["unchanged"] += 1
+            continue
+        counts[kind] += 1
+        comparison.records.append({"kind": kind, "case_id": case_id, "metrics": changed})
+    comparison.counts = {**counts, "cases_base": len(base_cases), "cases_head": len(head_cases)}
+
+
+def _side_scalar(report: Report, metric: str, warnings: list[str]) -> tuple[float | None, str | None]:
+    """``(scalar, statistic)`` of one side's aggregate metric, with warnings for what cannot be read."""
+    metrics = report.get("metrics")
+    if not isinstance(metrics, Mapping) or metric not in metrics:
+        return None, None
+    definition = report.get("definitions", metric)
+    statistic = definition.get("statistic") if isinstance(definition, Mapping) else None
+    if definition is None:
+        warnings.append(f"{report.side}: metric '{metric}' has no definitions entry — skipped from the aggregate diff")
+        return None, None
+    if statistic not in _STATISTICS:
+        warnings.append(f"{report.side}: metric '{metric}' definitions names unknown statistic '{statistic}'")
+        return None, None
+    value = metrics[metric]
+    key = "mean" if statistic == "distribution" else "value"
+    if not isinstance(value, Mapping) or key not in value or "n" not in value:
+        warnings.append(f"{report.side}: metric '{metric}' value does not match its statistic '{statistic}' — skipped")
+        return None, statistic
+    return scalar(value, str(statistic)), str(statistic)
+
+
+def _aggregate(base: Report, head: Report, comparison: Comparison) -> None:
+    names: set[str] = set()
+    for report in (base, head):
+        metrics = report.get("metrics")
+        if isinstance(metrics, Mapping):
+            names.update(name for name in metrics if isinstance(name, str))
+    for metric in sorted(names):
+        old, base_stat = _side_scalar(base, metric, comparison.warnings)
+        new, head_stat = _side_scalar(head, metric, comparison.warnings)
+        if old is None and new is None:
+            continue
+        comparison.aggregate.append(
+            {
+                "metric": metric,
+                "statistic": head_stat or base_stat,
+                "sides": {"base": old, "head": new},
+                "delta": None if old is None or new is None else new - old,
+            }
+        )
+
+
+def compare_reports(base: Report, head: Report) -> Comparison:
+    """Compare two loaded artifacts."""
+    comparison = Comparison(base, head)
+    comparison.warnings.extend(_mismatch_warnings(base, head))
+    base_cases = _index(base, comparison.warnings)
+    head_cases = _index(head, comparison.warnings)
+    _classify(base_cases, head_cases, comparison)
+    _aggregate(base, head, comparison)
+    return comparison
+
+
+def compare_paths(base_path: str, head_path: str) -> Comparison:
+    """Load both artifacts and compare them."""
+    return compare_reports(load_report(base_path, "BASE"), load_report(head_path, "HEAD"))
+
+
+def format_warnings(warnings: Sequence[str]) -> list[str]:
+    """The stderr lines of the warnings."""
+    return [f"warning: {warning}" for warning in warnings]
