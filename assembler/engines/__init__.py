@@ -1,0 +1,1 @@
+"""Execution engines beyond the local chunk loop; each imports its framework lazily."""
