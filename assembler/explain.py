@@ -1,4 +1,4 @@
-"""A readable view of one query's selection, built from the pipeline's own decisions frame."""
+"""A readable view of one query's selection, built on the analysis frames (:mod:`assembler.analysis`)."""
 
 from __future__ import annotations
 
@@ -6,47 +6,21 @@ import json
 
 import polars as pl
 
+from assembler.analysis.frames import candidate_frame, group_frame
 from assembler.pipeline import BatchResult
 
 __all__ = ["explain_frame", "render_explanation"]
-
-_SEP = "\x00"
 
 
 def explain_frame(result: BatchResult, query_id: str) -> pl.DataFrame:
     """One row per fused candidate of ``query_id``, in fused order, with every decision made.
 
-    Raises ``KeyError`` when the query is not in the batch.
+    The rows of :func:`~assembler.analysis.candidate_frame` for that query. Raises ``KeyError``
+    when the query is not in the batch.
     """
-    q = result.query_ids.index(query_id) if query_id in result.query_ids else None
-    if q is None:
+    if query_id not in result.query_ids:
         raise KeyError(query_id)
-    return (
-        result.decisions.filter(pl.col("q") == q)
-        .sort("fused_rank")
-        .select(
-            "fused_rank",
-            "candidate_id",
-            "kind",
-            "lane_ranks_json",
-            "source",
-            "duplicate_of",
-            "unit",
-            "unit_size",
-            "tier",
-            "repeat",
-            "walk_step",
-            "admitted",
-            "reason",
-            "item_bytes",
-            "bytes_after",
-            "tokens_after",
-        )
-    )
-
-
-def _short(candidate_id: str | None) -> str:
-    return "" if candidate_id is None else candidate_id.replace(_SEP, " | ")
+    return candidate_frame(result).filter(pl.col("query_id") == query_id)
 
 
 def render_explanation(result: BatchResult, query_id: str) -> str:
@@ -62,21 +36,21 @@ def render_explanation(result: BatchResult, query_id: str) -> str:
         "fused order (lane ranks):",
     ]
     for row in frame.iter_rows(named=True):
-        lanes = ", ".join(f"{e['lane']}#{e['rank']}" for e in json.loads(row["lane_ranks_json"]))
-        lines.append(f"  {row['fused_rank']:>4}  {row['kind']:<11} {_short(row['candidate_id'])}  [{lanes}]")
+        lanes = ", ".join(f"{lane}#{rank}" for lane, rank in zip(row["lanes"], row["lane_ranks"], strict=True))
+        lines.append(f"  {row['fused_rank']:>4}  {row['kind']:<11} {row['name']}  [{lanes}]")
     duplicates = frame.filter(pl.col("duplicate_of").is_not_null())
     lines += ["", f"near-duplicate drops: {duplicates.height}"]
     for row in duplicates.iter_rows(named=True):
-        lines.append(f"  #{row['fused_rank']} {_short(row['candidate_id'])}  -> kept {_short(row['duplicate_of'])}")
-    groups = frame.filter(pl.col("unit_size") > 1).group_by("unit", maintain_order=True).agg("fused_rank")
+        lines.append(f"  #{row['fused_rank']} {row['name']}  -> kept {row['duplicate_of_name']}")
+    groups = group_frame(frame)
     lines += ["", f"contradiction groups: {groups.height}"]
-    for unit, ranks in groups.iter_rows():
+    for unit, ranks in groups.select("group", "fused_ranks").iter_rows():
         lines.append(f"  unit {unit}: fused ranks {', '.join(map(str, ranks))}")
     lines += ["", "admission walk (tier, novel/repeat source, decision, running usage):"]
     walked = frame.filter(pl.col("walk_step").is_not_null()).sort("walk_step")
     for row in walked.iter_rows(named=True):
         verdict = "admitted" if row["admitted"] else f"omitted {row['reason']}"
-        novelty = "repeat" if row["repeat"] else "novel"
+        novelty = "novel" if row["novel"] else "repeat"
         lines.append(
             f"  step {row['walk_step']:>3}  tier {row['tier']:>2} {novelty:<6} #{row['fused_rank']:<4} "
             f"{verdict:<44} {row['item_bytes']:>6} B  used {row['bytes_after']} B / {row['tokens_after']} tok"

@@ -1,0 +1,393 @@
+"""Frames that explain a batch: one row per fused candidate, per (candidate, lane), per group, per query.
+
+Everything is read off the pipeline's own outputs (``BatchResult.decisions``, ``summaries`` and the
+package texts) and its stages (:func:`~assembler.lanes.build_batch`, :func:`~assembler.fuse.fuse`);
+no selection rule is written a second time here.
+
+>>> analysis = analyze("data/conformance/lanes.jsonl")
+>>> analysis.query("evidence_duplicate_passage").select("fused_rank", "decision", "reason").rows()
+[(1, 'admitted', None), (2, 'omitted', 'duplicate_passage')]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from assembler.errors import InputError, RecordError
+from assembler.fuse import fuse
+from assembler.io import RawRecord, drop_nulls, read_raw
+from assembler.lanes import LANE_NAMES, LaneBatch, LaneRecord, build_batch
+from assembler.pipeline import REASONS, BatchResult, assemble_records
+from assembler.policy import CONTRACT, SelectionPolicy
+from assembler.request import resolve_limits
+from assembler.stream import iter_records
+
+__all__ = [
+    "BatchAnalysis",
+    "Source",
+    "analyze",
+    "candidate_frame",
+    "decision_diff",
+    "group_frame",
+    "lane_frame",
+    "load_records",
+    "position_wins",
+    "query_frame",
+    "with_limits",
+    "without_lane",
+]
+
+Source = str | Path | pl.DataFrame | Iterable[Mapping[str, Any] | LaneRecord]
+"""A lane dump: a JSON Lines or Parquet path, a frame of lane-dump rows, parsed objects or records."""
+
+_SEP = "\x00"
+_LANE_RANKS = pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64}))
+
+
+def _stop(_raw: RawRecord, error: RecordError) -> None:
+    raise InputError(error)
+
+
+def with_limits(record: LaneRecord, overrides: Mapping[str, int] | None) -> LaneRecord:
+    """``record`` with its budget resolved again under ``overrides`` (as ``--max-*`` would)."""
+    return dataclasses.replace(record, limits=resolve_limits(record.request.budget, dict(overrides or {})))
+
+
+def load_records(source: Source, overrides: Mapping[str, int] | None = None) -> list[LaneRecord]:
+    """Validated records of a lane dump; raise ``InputError`` on a bad or repeated record.
+
+    >>> [r.limits.max_items for r in load_records("data/conformance/lanes.jsonl", {"max_items": 3})][:2]
+    [3, 3]
+    """
+    options = dict(overrides or {})
+    if isinstance(source, str | Path):
+        raws: Iterable[RawRecord] = read_raw([str(source)])
+    elif isinstance(source, pl.DataFrame):
+        raws = (RawRecord("<frame>", i, drop_nulls(row), "") for i, row in enumerate(source.iter_rows(named=True), 1))
+    else:
+        items = list(source)
+        if all(isinstance(item, LaneRecord) for item in items):
+            return [with_limits(item, options) if options else item for item in items if isinstance(item, LaneRecord)]
+        raws = (RawRecord("<memory>", i, item, "") for i, item in enumerate(items, 1))
+    return [record for _, record in iter_records(raws, _stop, options)]
+
+
+def without_lane(records: Iterable[Mapping[str, Any]], lane: str) -> list[dict[str, Any]]:
+    """Parsed lane-dump objects with one dump lane removed (``null``: it contributed nothing).
+
+    >>> without_lane([{"query_id": "q", "lanes": {"passages": [], "citations": []}}], "passages")
+    [{'query_id': 'q', 'lanes': {'passages': None, 'citations': []}}]
+    """
+    if lane not in LANE_NAMES:
+        raise ValueError(f"unknown lane {lane!r} (expected one of {', '.join(LANE_NAMES)})")
+    return [{**record, "lanes": {**record["lanes"], lane: None}} for record in records]
+
+
+def query_frame(result: BatchResult) -> pl.DataFrame:
+    """One row per query: ``summaries`` plus the limits and selection plan of its package."""
+    plans = [json.loads(text) for text in result.packages]
+    extra = pl.DataFrame(
+        {
+            "q": range(len(plans)),
+            "max_items": [p["budget"]["limits"]["max_items"] for p in plans],
+            "max_bytes": [p["budget"]["limits"]["max_bytes"] for p in plans],
+            "max_tokens": [p["budget"]["limits"]["max_tokens"] for p in plans],
+            "dedup_dropped": [p["plan"]["selection"]["dedup_dropped"] for p in plans],
+            "contradiction_groups": [p["plan"]["selection"]["contradiction_groups"] for p in plans],
+            "tier_width": [p["plan"]["selection"]["diversity_tier_width"] for p in plans],
+        },
+        schema_overrides={"q": pl.UInt32},
+    ).with_columns(pl.exclude("q").cast(pl.Int64))
+    counts = result.decisions.group_by("q").agg(pl.len().cast(pl.Int64).alias("candidates"))
+    return (
+        result.summaries.with_columns(q=pl.int_range(pl.len(), dtype=pl.UInt32))
+        .join(extra, on="q")
+        .join(counts, on="q", how="left")
+        .with_columns(pl.col("candidates").fill_null(0))
+        .select("query_id", "q", pl.exclude("query_id", "q"))
+    )
+
+
+def _walk_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Items admitted so far (per unit, like ``bytes_after``), package and omission positions."""
+    walked = frame.filter(pl.col("walk_step").is_not_null()).sort("q", "walk_step")
+    walked = walked.with_columns(
+        items_after=pl.col("admitted").cast(pl.Int64).cum_sum().over("q"),
+        package_position=pl.when("admitted").then(pl.col("admitted").cast(pl.Int64).cum_sum().over("q") - 1),
+    ).with_columns(items_after=pl.col("items_after").max().over("q", "unit"))
+    # The package lists omissions as the pipeline does: dropped before the walk in fused order, then the walk's.
+    omitted = (
+        frame.filter(~pl.col("admitted"))
+        .sort("q", pl.col("walk_step").is_not_null(), "walk_step", "fused_rank", nulls_last=False)
+        .with_columns(omitted_position=pl.int_range(pl.len(), dtype=pl.Int64).over("q"))
+    )
+    return frame.join(
+        walked.select("q", "fused_rank", "items_after", "package_position"), on=["q", "fused_rank"], how="left"
+    ).join(omitted.select("q", "fused_rank", "omitted_position"), on=["q", "fused_rank"], how="left")
+
+
+def candidate_frame(result: BatchResult, lanes: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One row per fused candidate, sorted by query then fused rank, with every decision made.
+
+    ``lanes`` (a :func:`lane_frame`) adds ``lane_entries`` (lane entries folded into the candidate
+    by exact dedup), ``dedup_merged`` (``lane_entries - 1``) and ``contributions`` (each lane's RRF
+    term, in the order of ``lanes``). ``duplicate_of`` names the candidate that made this one a
+    near-duplicate (or, under the quality policy, the passage it was folded into).
+    """
+    decisions = result.decisions
+    ids = pl.DataFrame(
+        {"q": range(len(result.query_ids)), "query_id": result.query_ids}, schema_overrides={"q": pl.UInt32}
+    )
+    queries = query_frame(result).select("q", "max_items", "max_bytes", "max_tokens", "tier_width")
+    survivors = decisions.select(
+        "q", pl.col("candidate_id").alias("duplicate_of"), pl.col("fused_rank").alias("duplicate_of_rank")
+    )
+    lane_ranks = pl.col("lane_ranks_json").str.json_decode(_LANE_RANKS)
+    frame = (
+        decisions.join(ids, on="q")
+        .join(survivors, on=["q", "duplicate_of"], how="left")
+        .join(queries, on="q")
+        .with_columns(
+            name=pl.col("candidate_id").str.replace_all(_SEP, " | ", literal=True),
+            duplicate_of_name=pl.col("duplicate_of").str.replace_all(_SEP, " | ", literal=True),
+            lead_lane=pl.col("lane"),
+            lead_rank=pl.col("lane_rank"),
+            lanes=lane_ranks.list.eval(pl.element().struct.field("lane")),
+            lane_ranks=lane_ranks.list.eval(pl.element().struct.field("rank")),
+            near_duplicate=pl.col("reason").eq("duplicate_passage").fill_null(False),
+            group=pl.when(pl.col("unit_size") > 1).then("unit"),
+            novel=~pl.col("repeat"),
+            decision=pl.when("admitted").then(pl.lit("admitted")).otherwise(pl.lit("omitted")),
+            item_tokens=pl.col("item_json").str.extract(r'"estimated_tokens":(\d+)').cast(pl.Int64),
+        )
+        .with_columns(lane_set=pl.col("lanes").list.join("+"), unit_size=pl.col("unit_size").cast(pl.Int64))
+    )
+    frame = _walk_columns(frame)
+    columns: list[str | pl.Expr] = [
+        "query_id",
+        "q",
+        "fused_rank",
+        "candidate_id",
+        "name",
+        "kind",
+        "source",
+        "paragraph",
+        "subject",
+        "label",
+        "weight",
+        "text",
+        "lead_lane",
+        "lead_rank",
+        "lanes",
+        "lane_ranks",
+        "lane_set",
+        "score",
+    ]
+    if lanes is not None:
+        per_candidate = (
+            lanes.sort("q", "fused_rank", "lane")
+            .group_by("q", "fused_rank", maintain_order=True)
+            .agg(pl.col("lane_entries").sum(), pl.col("contribution").alias("contributions"))
+            .with_columns(dedup_merged=pl.col("lane_entries") - 1)
+        )
+        frame = frame.join(per_candidate, on=["q", "fused_rank"], how="left")
+        columns += ["lane_entries", "dedup_merged", "contributions"]
+    columns += [
+        "duplicate_of",
+        "duplicate_of_name",
+        "duplicate_of_rank",
+        "near_duplicate",
+        pl.col("position").alias("survivor_position"),
+        "unit",
+        "unit_size",
+        "group",
+        "tier",
+        "tier_width",
+        "novel",
+        "admission_order",
+        "walk_step",
+        "admitted",
+        "decision",
+        "reason",
+        "item_bytes",
+        "item_tokens",
+        "items_after",
+        "bytes_after",
+        "tokens_after",
+        "package_position",
+        "omitted_position",
+        "max_items",
+        "max_bytes",
+        "max_tokens",
+    ]
+    return frame.select(columns).sort("q", "fused_rank")
+
+
+def lane_frame(result: BatchResult, batch: LaneBatch) -> pl.DataFrame:
+    """One row per (fused candidate, lane): the lane's best rank, its entries, its RRF contribution.
+
+    ``contribution`` is the score :func:`~assembler.fuse.fuse` gives the candidate from that lane's
+    entries alone, so the contributions of a candidate add up (in lane-name order) to its fused score.
+    """
+    candidates = batch.candidates
+    per_lane = candidates.group_by("q", "candidate_id", "lane").agg(
+        pl.col("lane_rank").min(), pl.len().cast(pl.Int64).alias("lane_entries")
+    )
+    scores = []
+    for lane in sorted(set(candidates["lane"].to_list())):
+        fused, _ = fuse(candidates.filter(pl.col("lane") == lane), batch.origins.clear(), batch.citations.clear())
+        scores.append(
+            fused.select("q", "candidate_id", pl.lit(lane).alias("lane"), pl.col("score").alias("contribution"))
+        )
+    contributions = (
+        pl.concat(scores)
+        if scores
+        else pl.DataFrame(
+            schema={"q": pl.UInt32, "candidate_id": pl.String, "lane": pl.String, "contribution": pl.Float64}
+        )
+    )
+    ids = pl.DataFrame(
+        {"q": range(len(result.query_ids)), "query_id": result.query_ids}, schema_overrides={"q": pl.UInt32}
+    )
+    outcome = result.decisions.select(
+        "q", "candidate_id", "fused_rank", "kind", "score", "admitted", "reason", "walk_step"
+    )
+    return (
+        per_lane.join(contributions, on=["q", "candidate_id", "lane"])
+        .join(outcome, on=["q", "candidate_id"])
+        .join(ids, on="q")
+        .select(
+            "query_id",
+            "q",
+            "fused_rank",
+            "candidate_id",
+            "kind",
+            "lane",
+            "lane_rank",
+            "lane_entries",
+            "contribution",
+            "score",
+            "admitted",
+            "reason",
+            "walk_step",
+        )
+        .sort("q", "fused_rank", "lane")
+    )
+
+
+def group_frame(candidates: pl.DataFrame) -> pl.DataFrame:
+    """One row per contradiction group (an atomic admission unit of two or more associations)."""
+    return (
+        candidates.filter(pl.col("group").is_not_null())
+        .sort("q", "fused_rank")
+        .group_by("query_id", "q", "group", maintain_order=True)
+        .agg(
+            pl.len().cast(pl.Int64).alias("members"),
+            pl.col("subject").first(),
+            pl.col("label").first(),
+            pl.col("fused_rank").alias("fused_ranks"),
+            pl.col("walk_step").min().alias("walk_step"),
+            pl.col("tier").first(),
+            pl.col("admitted").all().alias("admitted"),
+            pl.col("admitted").any().alias("any_admitted"),
+            pl.col("reason").first(),
+            pl.col("item_bytes").sum().alias("bytes"),
+            pl.col("item_tokens").sum().alias("tokens"),
+        )
+    )
+
+
+def position_wins(candidates: pl.DataFrame, top: int = 10, by: str = "lead_lane") -> pl.DataFrame:
+    """How often each value of ``by`` holds each of the first ``top`` fused positions.
+
+    ``lead_lane`` is the lane of the candidate's representative entry (its best lane rank);
+    ``lane_set`` tells single-lane from multi-lane candidates.
+    """
+    return (
+        candidates.filter(pl.col("fused_rank") <= top)
+        .group_by("fused_rank", by)
+        .agg(pl.len().cast(pl.Int64).alias("count"))
+        .with_columns(share=pl.col("count") / pl.col("count").sum().over("fused_rank"))
+        .sort("fused_rank", "count", by, descending=[False, True, False])
+    )
+
+
+def decision_diff(before: pl.DataFrame, after: pl.DataFrame) -> pl.DataFrame:
+    """Join two candidate frames of the same queries: rank and decision before and after.
+
+    ``change`` is ``kept``/``lost``/``gained`` for admitted candidates and ``neither`` otherwise
+    (a candidate missing on one side counts as not admitted there).
+    """
+    keys = ["query_id", "candidate_id"]
+    columns = ["fused_rank", "admitted", "reason", "walk_step"]
+    left = before.select(*keys, "kind", *columns)
+    right = after.select(*keys, pl.col("kind").alias("kind_after"), *columns)
+    joined = left.join(right, on=keys, how="full", coalesce=True, suffix="_after")
+    was = pl.col("admitted").fill_null(False)
+    now = pl.col("admitted_after").fill_null(False)
+    return (
+        joined.with_columns(
+            kind=pl.coalesce("kind", "kind_after"),
+            change=pl.when(was & now)
+            .then(pl.lit("kept"))
+            .when(was)
+            .then(pl.lit("lost"))
+            .when(now)
+            .then(pl.lit("gained"))
+            .otherwise(pl.lit("neither")),
+        )
+        .drop("kind_after")
+        .sort("query_id", pl.coalesce("fused_rank", "fused_rank_after"))
+    )
+
+
+@dataclass(frozen=True)
+class BatchAnalysis:
+    """A batch assembled once, with the frames that explain it.
+
+    ``candidates``: :func:`candidate_frame` (with lane contributions); ``lanes``: :func:`lane_frame`;
+    ``queries``: :func:`query_frame`; ``result``: the pipeline's own :class:`BatchResult`.
+    """
+
+    records: Sequence[LaneRecord]
+    result: BatchResult
+    candidates: pl.DataFrame
+    lanes: pl.DataFrame
+    queries: pl.DataFrame
+
+    def query(self, query_id: str) -> pl.DataFrame:
+        """The candidates of one query in fused order; ``KeyError`` if it is not in the batch."""
+        if query_id not in self.result.query_ids:
+            raise KeyError(query_id)
+        return self.candidates.filter(pl.col("query_id") == query_id)
+
+    @property
+    def groups(self) -> pl.DataFrame:
+        """:func:`group_frame` of the batch."""
+        return group_frame(self.candidates)
+
+    def omitted_by_reason(self) -> pl.DataFrame:
+        """Omissions per query and reason (every reason of the pipeline, zeros included)."""
+        return self.queries.select("query_id", *(pl.col(f"omitted_{reason}").alias(reason) for reason in REASONS))
+
+
+def analyze(
+    source: Source, *, policy: SelectionPolicy = CONTRACT, overrides: Mapping[str, int] | None = None
+) -> BatchAnalysis:
+    """Assemble ``source`` once and explain it (``overrides`` replace every request's budget).
+
+    >>> a = analyze("data/conformance/lanes.jsonl", overrides={"max_items": 1})
+    >>> a.queries["items_used"].to_list()  # the two-member contradiction group cannot fit one slot
+    [1, 1, 0, 1, 1]
+    """
+    records = load_records(source, overrides)
+    result = assemble_records(records, policy=policy)
+    lanes = lane_frame(result, build_batch(records))
+    return BatchAnalysis(records, result, candidate_frame(result, lanes), lanes, query_frame(result))
