@@ -8,15 +8,20 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from assembler.assess import fixed_clock, run_assess
 from assembler.errors import InputError, RecordError, UsageError
+from assembler.evaluate.cli import add_evaluate_parser
 from assembler.explain import render_explanation
 from assembler.io import RawRecord, is_parquet, read_raw
 from assembler.pipeline import assemble_records
 from assembler.policy import get_policy
-from assembler.stream import convert, iter_records, run_assembly
+from assembler.rerank.options import add_rerank_flags, finish_rerank, reranker_from_args
+from assembler.retrieval.command import register as register_lanes
+from assembler.stream import RunSummary, convert, iter_records, run_assembly
 
 __all__ = ["SAMPLE", "main"]
 
@@ -78,13 +83,25 @@ def _progress(enabled: bool) -> tuple[Callable[[int], None] | None, Callable[[],
     return bar.update, bar.close
 
 
+def _engine(args: argparse.Namespace) -> Callable[..., RunSummary]:
+    """``run_assembly``, or its Ray twin (imported only when asked for: Ray is an optional extra)."""
+    if args.engine == "local":
+        if args.ray_address is not None:
+            raise UsageError("--ray-address needs --engine ray")
+        return run_assembly
+    from assembler.engines.ray import run_ray_assembly
+
+    return partial(run_ray_assembly, address=args.ray_address)
+
+
 def _cmd_assemble(args: argparse.Namespace) -> int:
     output_format: Literal["jsonl", "parquet"] = args.format or ("parquet" if is_parquet(args.output) else "jsonl")
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    reranker = reranker_from_args(args)
     update, close = _progress(not args.quiet)
     try:
-        summary = run_assembly(
+        summary = _engine(args)(
             _inputs(args),
             args.output,
             output_format=output_format,
@@ -94,6 +111,8 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             policy=get_policy(args.policy),
             progress=update,
+            assess=args.assess,
+            reranker=reranker,
         )
     finally:
         close()
@@ -101,6 +120,7 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
         print(summary.line(), file=sys.stderr)
         if summary.rejected:
             print(f"{summary.rejected} rejected records written to {_errors_path(args)}", file=sys.stderr)
+    finish_rerank(args, reranker, quiet=args.quiet)
     return 0
 
 
@@ -117,6 +137,19 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         raise UsageError(f"query_id {args.query_id!r} is not in {', '.join(args.inputs)}")
     result = assemble_records(wanted, policy=get_policy(args.policy))
     print(render_explanation(result, args.query_id))
+    return 0
+
+
+def _cmd_assess(args: argparse.Namespace) -> int:
+    summary = run_assess(
+        args.inputs,
+        args.output,
+        on_error=args.on_error,
+        errors_path=_errors_path(args),
+        chunk_size=args.chunk_size,
+        clock=fixed_clock(args.now),
+    )
+    print(summary.line(), file=sys.stderr)
     return 0
 
 
@@ -146,10 +179,22 @@ def _parser() -> argparse.ArgumentParser:
     assemble.add_argument("inputs", nargs="*", metavar="INPUT", help="lane dumps (.jsonl or .parquet; - = stdin)")
     assemble.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
     assemble.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by extension)")
-    assemble.add_argument("--policy", default="contract", help="selection policy (default contract)")
+    assemble.add_argument(
+        "--policy", default="contract", help="selection policy: contract (default), quality, or a quality-no-* ablation"
+    )
     assemble.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
+    assemble.add_argument(
+        "--assess",
+        action="store_true",
+        help="add a support assessment beside each package (JSON Lines output only: with Parquet, exit 2)",
+    )
+    assemble.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="local (default) or ray: Ray Data, docs/scaling.md"
+    )
+    assemble.add_argument("--ray-address", metavar="ADDRESS", help="join this Ray cluster (default: start a local one)")
     _budget_flags(assemble)
     errors_flags(assemble)
+    add_rerank_flags(assemble)
     assemble.set_defaults(run=_cmd_assemble)
 
     explain = commands.add_parser("explain", help="show how one query's package was selected")
@@ -164,6 +209,16 @@ def _parser() -> argparse.ArgumentParser:
     conv.add_argument("-o", "--output", required=True)
     errors_flags(conv)
     conv.set_defaults(run=_cmd_convert)
+
+    assess = commands.add_parser("assess", help="support assessment (Lexery U7) of run contexts, one per line")
+    assess.add_argument("inputs", nargs="+", metavar="INPUT", help="run contexts (.jsonl; - = stdin)")
+    assess.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
+    assess.add_argument("--now", metavar="ISO8601", help="assembled_at of every result (default: the current time)")
+    errors_flags(assess)
+    assess.set_defaults(run=_cmd_assess)
+
+    register_lanes(commands)  # `lanes build`: assembler/retrieval/command.py
+    add_evaluate_parser(commands)  # `evaluate` (+ compare, sweep): assembler/evaluate/cli.py
     return parser
 
 

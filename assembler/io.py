@@ -329,7 +329,7 @@ PACKAGE_SCHEMA = pa.schema(
         ("omitted_budget_exceeded", pa.int64()),
         ("omitted_contradiction_group_exceeds_budget", pa.int64()),
         ("omitted_duplicate_passage", pa.int64()),
-    ("omitted_evidence_in_passage", pa.int64()),
+        ("omitted_evidence_in_passage", pa.int64()),
         ("search_limit_cuts", pa.int64()),
     ]
 )

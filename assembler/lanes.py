@@ -281,7 +281,8 @@ def _append(cols: dict[str, list[Any]], **values: Any) -> None:
         cols[name].append(value)
 
 
-def _passage_lane(hit: dict[str, Any]) -> str:
+def passage_lane(hit: dict[str, Any]) -> str:
+    """The lane name of a passage hit: ``passage_fused``, ``passage_vector`` or ``passage_bm25``."""
     lanes = hit["lanes"]
     has_bm25, has_vector = lanes.get("bm25") is not None, lanes.get("vector") is not None
     if has_bm25 and has_vector:
@@ -309,7 +310,7 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
             cols,
             q=q,
             kind="passage",
-            lane=_passage_lane(hit),
+            lane=passage_lane(hit),
             lane_rank=rank,
             canonical_key=key,
             candidate_id=candidate_id,

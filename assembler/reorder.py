@@ -31,7 +31,7 @@ class RerankCandidate:
 
     kind: str
     lane_rank: int
-    text: str
+    text: str = field(repr=False)  # candidate text never reaches a log line
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler import wire
+from assembler.arrow import assemble_table, packages_table, read_tables, rejected_entries
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.io import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA, AtomicFile, RawRecord, is_parquet, package_line, read_raw
 from assembler.lanes import LANE_NAMES, LaneRecord, parse_record
-from assembler.pipeline import REASONS, BatchResult, assemble_records
+from assembler.pipeline import REASONS, BatchResult
 from assembler.policy import CONTRACT, SelectionPolicy
+from assembler.reorder import Reranker
 
-__all__ = ["OnError", "RunSummary", "convert", "iter_records", "run_assembly"]
+__all__ = ["OnError", "PackageSink", "Rejects", "RunSummary", "convert", "iter_records", "run_assembly", "run_outputs"]
 
 OnError = Literal["stop", "skip"]
 DEFAULT_CHUNK_SIZE = 2048
@@ -53,7 +55,7 @@ class RunSummary:
         )
 
 
-class _Rejects:
+class Rejects:
     """Where rejected records go (``skip``) or why the run stops (``stop``)."""
 
     def __init__(self, on_error: OnError, sink: AtomicFile | None) -> None:
@@ -71,16 +73,16 @@ class _Rejects:
 
 
 @contextmanager
-def _run_outputs(
+def run_outputs(
     output: str, binary: bool, on_error: OnError, errors_path: str | None
-) -> Iterator[tuple[AtomicFile, _Rejects]]:
+) -> Iterator[tuple[AtomicFile, Rejects]]:
     """The output and the rejects of a run; both land only if the block finishes."""
     if on_error == "skip" and not errors_path:
         raise UsageError("on_error='skip' needs an errors file to put rejected records in")
     with AtomicFile(output, binary=binary) as out:
         errors = AtomicFile(errors_path) if on_error == "skip" and errors_path else None
         try:
-            rejects = _Rejects(on_error, errors)
+            rejects = Rejects(on_error, errors)
             yield out, rejects
             out.commit()
             if errors is not None:
@@ -94,9 +96,13 @@ def iter_records(
     raws: Iterable[RawRecord],
     reject: Callable[[RawRecord, RecordError], None],
     overrides: dict[str, int] | None = None,
+    seen: set[str] | None = None,
 ) -> Iterator[tuple[RawRecord, LaneRecord]]:
-    """Validated records; each bad one (including a repeated query id) is handed to ``reject``."""
-    seen: set[str] = set()
+    """Validated records; each bad one (including a repeated query id) is handed to ``reject``.
+
+    ``seen`` holds the query ids accepted before (earlier batches of one run); it is updated.
+    """
+    seen = set() if seen is None else seen
     for raw in raws:
         if raw.error is not None:
             reject(raw, raw.error)
@@ -122,30 +128,31 @@ def iter_records(
         yield raw, record
 
 
-def _chunks(records: Iterator[tuple[RawRecord, LaneRecord]], size: int) -> Iterator[list[LaneRecord]]:
-    chunk: list[LaneRecord] = []
-    for _, record in records:
-        chunk.append(record)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-class _PackageSink:
-    def __init__(self, out: AtomicFile, parquet: bool) -> None:
+class PackageSink:
+    def __init__(self, out: AtomicFile, parquet: bool, assess: bool = False) -> None:
         self.out = out
+        self.assess = assess
         self.writer = pq.ParquetWriter(out.write_path, PACKAGE_SCHEMA) if parquet else None
 
     def write(self, result: BatchResult) -> None:
+        if self.writer is None and self.assess:
+            from assembler.assess.packages import assessed_line, assessment_texts  # lazy: assess imports stream
+
+            lines = map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages))
+            self.out.handle.write("".join(lines))
+            return
         if self.writer is None:
             self.out.handle.write("".join(map(package_line, result.query_ids, result.packages)))
             return
-        table = result.summaries.drop("query_id").to_arrow()
-        columns = {"query_id": result.query_ids, "package": result.packages}
-        columns.update({name: table.column(name) for name in table.column_names})
-        self.writer.write_table(pa.table(columns, schema=PACKAGE_SCHEMA))
+        self.writer.write_table(packages_table(result))
+
+    def write_table(self, packages: pa.Table) -> None:
+        """Write a ``PACKAGE_SCHEMA`` table (the Ray engine's blocks)."""
+        if self.writer is not None:
+            self.writer.write_table(packages)
+            return
+        lines = map(package_line, packages.column("query_id").to_pylist(), packages.column("package").to_pylist())
+        self.out.handle.write("".join(lines))
 
     def close(self) -> None:
         if self.writer is not None:
@@ -163,24 +170,36 @@ def run_assembly(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     policy: SelectionPolicy = CONTRACT,
     progress: Callable[[int], None] | None = None,
+    assess: bool = False,
+    reranker: Reranker | None = None,
 ) -> RunSummary:
     """Assemble every record of ``inputs`` into ``output``; return the run's counts.
 
     With ``on_error="stop"`` the first bad record raises :class:`InputError` and no output file
     is left. With ``"skip"`` rejected records go to ``errors_path`` with their reasons.
+    ``assess`` adds an ``assessment`` object beside each package (JSON Lines output only).
+    ``reranker`` reorders the survivors of every query that asks for a rerank (section 11).
     """
     summary = RunSummary()
     started = time.perf_counter()
     parquet = output_format == "parquet"
-    with _run_outputs(output, parquet, on_error, errors_path) as (out, rejects):
-        sink = _PackageSink(out, parquet)
+    if assess and parquet:
+        raise UsageError("--assess writes JSON Lines only; it cannot be combined with Parquet output")
+    with run_outputs(output, parquet, on_error, errors_path) as (out, rejects):
+        sink = PackageSink(out, parquet, assess)
         try:
-            for chunk in _chunks(iter_records(read_raw(inputs), rejects.reject, overrides), chunk_size):
-                result = assemble_records(chunk, policy=policy)
+            seen: set[str] = set()  # query ids of earlier chunks
+            for table in read_tables(inputs, chunk_size):
+                assembled = assemble_table(
+                    table, overrides=overrides, policy=policy, on_error=on_error, seen=seen, reranker=reranker
+                )
+                for raw, error in rejected_entries(assembled.rejected):
+                    rejects.reject(raw, error)
+                result = assembled.batch
                 sink.write(result)
                 _count(summary, result)
                 if progress is not None:
-                    progress(len(chunk))
+                    progress(len(result.packages))
         finally:
             sink.close()
     summary.rejected = rejects.count
@@ -238,7 +257,7 @@ def convert(
     summary = RunSummary()
     started = time.perf_counter()
     to_parquet = is_parquet(output)
-    with _run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
+    with run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
         writer = pq.ParquetWriter(out.write_path, LANE_DUMP_SCHEMA) if to_parquet else None
         try:
             rows: list[dict[str, object]] = []

@@ -24,7 +24,7 @@ from assembler.assess.rules import (
 )
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.io import RawRecord, is_parquet, read_raw
-from assembler.stream import DEFAULT_CHUNK_SIZE, OnError, _run_outputs
+from assembler.stream import DEFAULT_CHUNK_SIZE, OnError, run_outputs
 
 __all__ = ["AssessSummary", "run_assess"]
 
@@ -98,7 +98,7 @@ def run_assess(
     summary = AssessSummary()
     started = time.perf_counter()
     assembled_at = format_timestamp(clock())
-    with _run_outputs(output, False, on_error, errors_path) as (out, rejects):
+    with run_outputs(output, False, on_error, errors_path) as (out, rejects):
         for chunk in _chunks(_parsed(read_raw(inputs), rejects.reject, options), chunk_size):
             results = assess_parsed(chunk, assembled_at, options)
             out.handle.write("".join(line + "\n" for line in result_lines(results)))

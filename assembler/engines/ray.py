@@ -34,7 +34,7 @@ from assembler.errors import RecordError, UsageError
 from assembler.io import PACKAGE_SCHEMA, RawRecord, is_parquet, jsonl_lines
 from assembler.pipeline import REASONS
 from assembler.policy import CONTRACT, SelectionPolicy
-from assembler.stream import DEFAULT_CHUNK_SIZE, OnError, RunSummary, _PackageSink, _Rejects, _run_outputs
+from assembler.stream import DEFAULT_CHUNK_SIZE, OnError, PackageSink, Rejects, RunSummary, run_outputs
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -340,9 +340,9 @@ def run_ray_assembly(
     started = time.perf_counter()
     files = list_inputs(inputs)
     parquet = output_format == "parquet"
-    with _ray_session(address, num_cpus), _run_outputs(output, parquet, on_error, errors_path) as (out, rejects):
+    with _ray_session(address, num_cpus), run_outputs(output, parquet, on_error, errors_path) as (out, rejects):
         splits = plan_splits(files, chunk_size)
-        sink = _PackageSink(out, parquet)
+        sink = PackageSink(out, parquet)
         try:
             if splits:
                 lane_dumps = lane_dump_dataset(splits, rows=chunk_size)
@@ -397,8 +397,8 @@ def _ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
 def _drain(
     dataset: Dataset,
     files: Sequence[InputFile],
-    sink: _PackageSink,
-    rejects: _Rejects,
+    sink: PackageSink,
+    rejects: Rejects,
     summary: RunSummary,
     progress: Callable[[int], None] | None,
 ) -> int:
@@ -430,7 +430,7 @@ def _take_rejects(
     keys: Sequence[tuple[int, int]],
     files: Sequence[InputFile],
     seen: set[str],
-    rejects: _Rejects,
+    rejects: Rejects,
     texts: _RecordTexts,
 ) -> list[bool]:
     """Hand each rejected record of ``block`` to ``rejects`` in order; which rows are packages."""

@@ -23,8 +23,7 @@ from typing import Any
 from assembler import wire
 from assembler.admission import array_overhead
 from assembler.jsontext import escape_string, measure, tokens_from_quarters
-from assembler.lanes import SEP
-from assembler.lanes import _passage_lane as passage_lane
+from assembler.lanes import SEP, passage_lane
 from assembler.request import Limits
 
 __all__ = ["Truncation", "cut", "measure_hit", "truncate", "wrapper_text"]

@@ -219,7 +219,7 @@ def test_blocks_out_of_input_order_are_refused(tmp_path: Path) -> None:
     from assembler.arrow import file_tables
     from assembler.engines.ray import FILE_INDEX, _assemble_block, _drain
     from assembler.policy import CONTRACT
-    from assembler.stream import RunSummary, _PackageSink, _run_outputs
+    from assembler.stream import PackageSink, RunSummary, run_outputs
 
     with CONFORMANCE.open("rb") as stream:
         tables = list(file_tables(str(CONFORMANCE), stream, parquet=False, rows=2))
@@ -240,8 +240,8 @@ def test_blocks_out_of_input_order_are_refused(tmp_path: Path) -> None:
     files = list_inputs([str(CONFORMANCE)])
 
     def replay(order: list[int], out: Path) -> int:
-        with _run_outputs(str(out), False, "stop", None) as (sink_file, rejects):
-            sink = _PackageSink(sink_file, False)
+        with run_outputs(str(out), False, "stop", None) as (sink_file, rejects):
+            sink = PackageSink(sink_file, False)
             try:
                 return _drain(Replayed(order), files, sink, rejects, RunSummary(), None)  # type: ignore[arg-type]
             finally:
