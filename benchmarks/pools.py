@@ -9,8 +9,10 @@ generated.
 
 from __future__ import annotations
 
+import json
 import random
 import struct
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 Json = Any
@@ -433,3 +435,117 @@ def generate_records(n: int, *, seed: int, profile: str = "typical") -> list[dic
         raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
     rng = random.Random(seed)
     return [_record(rng, i + 1, profile) for i in range(n)]
+
+
+# ---------------------------------------------------------------------------
+# Benchmark generators (added for benchmarks/; the functions above are unchanged)
+# ---------------------------------------------------------------------------
+
+
+def iter_records(n: int, *, seed: int, profile: str = "typical") -> Iterator[dict[str, Json]]:
+    """The records of ``generate_records(n, seed=seed, profile=profile)``, one at a time.
+
+    Same random sequence, so the first ``k`` records of any ``n >= k`` are the same: a large
+    input can be written without holding it in memory, and smaller inputs are its prefixes.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; expected one of {PROFILES}")
+    rng = random.Random(seed)
+    for i in range(n):
+        yield _record(rng, i + 1, profile)
+
+
+def generate_texts(n: int, *, seed: int, lang: str, dup_rate: float = 0.0) -> list[str]:
+    """``n`` passage texts (150 to 600 characters, ``lang`` "en", "ja" or "mixed") for the kernel.
+
+    With ``dup_rate`` > 0 each text after the first is, with that probability, a planted
+    near-duplicate (one or two characters replaced) of an earlier one.
+    """
+    rng = random.Random(seed)
+    texts: list[str] = []
+    for _ in range(n):
+        if texts and rng.random() < dup_rate:
+            texts.append(mutate(rng, rng.choice(texts)))
+        else:
+            text_lang = rng.choice(("en", "ja")) if lang == "mixed" else lang
+            texts.append(make_text(rng, text_lang))
+    return texts
+
+
+def sized_records(n: int, *, seed: int, passages: int) -> list[dict[str, Json]]:
+    """Worst-profile records cut to ``passages`` passages (``search_limit`` set to match).
+
+    Everything else (about 20 activations, query matches, citations, 20 % planted duplicates)
+    stays as in the worst profile, so only the pool size changes across a sweep.
+    """
+    if not 0 < passages <= 200:
+        raise ValueError("passages must be in 1..200")
+    records = generate_records(n, seed=seed, profile="worst")
+    for record in records:
+        record["request"]["search_limit"] = passages
+        record["lanes"]["passages"] = record["lanes"]["passages"][:passages]
+    return records
+
+
+def _referenced_locators(lanes: dict[str, Json]) -> set[Locator]:
+    locators: set[Locator] = set()
+    for act in lanes["graph_activate"] or []:
+        locators.update((a["source"], a["paragraph"]) for a in act["association"]["attributions"])
+    for assoc in lanes["graph_query"] or []:
+        locators.update((a["source"], a["paragraph"]) for a in assoc["attributions"])
+    return locators
+
+
+def small_record(record: dict[str, Json]) -> dict[str, Json]:
+    """A typical record trimmed to a small one (about 2 to 4 KB of JSON).
+
+    At most 6 activations and 2 query matches, 3 passages and 1 community with texts cut to
+    200 characters, only the citations still referenced (texts cut to 200 characters).
+    """
+    lanes = dict(record["lanes"])
+    if lanes["graph_activate"] is not None:
+        lanes["graph_activate"] = lanes["graph_activate"][:6]
+        lanes["graph_query"] = (lanes["graph_query"] or [])[:2]
+    lanes["passages"] = [{**hit, "text": hit["text"][:200]} for hit in (lanes["passages"] or [])[:3]]
+    if lanes["communities"] is not None:
+        lanes["communities"] = [{**hit, "text": hit["text"][:200]} for hit in lanes["communities"][:1]]
+    wanted = _referenced_locators(lanes)
+    lanes["citations"] = [
+        {**entry, "citation": {**entry["citation"], "text": entry["citation"]["text"][:200]}}
+        for entry in lanes["citations"]
+        if (entry["source"], entry["paragraph"]) in wanted
+    ]
+    return {**record, "lanes": lanes}
+
+
+def write_replicated_jsonl(path: str, n: int, *, seed: int, distinct: int = 2000) -> int:
+    """Write ``n`` small records as JSON Lines: ``distinct`` different ones, repeated in turn
+    with fresh query ids (``big-0000001``, ...). Returns the bytes written.
+
+    Used for the 1,000,000-query memory run, where generating every record would take longer
+    than assembling it; the run's memory does not depend on records being distinct.
+    """
+    templates: list[tuple[str, str]] = []
+    for record in iter_records(min(n, distinct), seed=seed, profile="typical"):
+        small = small_record(record)
+        small["query_id"] = "\u0000"
+        head, _, tail = json.dumps(small, ensure_ascii=False, separators=(",", ":")).partition('"\\u0000"')
+        templates.append((head, tail))
+    written = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        for i in range(n):
+            head, tail = templates[i % len(templates)]
+            line = f'{head}"big-{i + 1:07d}"{tail}\n'
+            out.write(line)
+            written += len(line.encode("utf-8"))
+    return written
+
+
+def write_jsonl(records: Iterable[dict[str, Json]], path: str) -> int:
+    """Write records as compact JSON Lines (UTF-8, not ASCII-escaped); returns the record count."""
+    count = 0
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+            count += 1
+    return count
