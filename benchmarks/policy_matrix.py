@@ -48,6 +48,7 @@ METRICS = [
     ("recall.mrr", "MRR"),
     ("citations.recall", "citation recall"),
     ("diversity.sources", "sources"),
+    ("budget.omitted_rate", "omitted rate"),
 ]
 
 
@@ -80,7 +81,8 @@ def table(rows: dict[str, dict[str, float | None]], baseline: dict[str, float | 
             if value is None:
                 cells.append("absent")
                 continue
-            below = mode != "baseline" and base is not None and value < base - 1e-9
+            lower_is_better = key == "budget.omitted_rate"
+            below = mode != "baseline" and base is not None and value < base - 1e-9 and not lower_is_better
             cells.append(f"{value:.4f}" + (" ▼" if below else ""))
         lines.append(f"| {mode} | " + " | ".join(cells) + " |")
     return lines
