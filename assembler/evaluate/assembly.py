@@ -67,16 +67,65 @@ def project(items: Sequence[Mapping[str, Any]], limit: int) -> list[tuple[str, i
     return hits
 
 
-def assemble_case(raw: Mapping[str, Any], limit: int, limits: Limits, policy: SelectionPolicy) -> Assembled:
-    """Assemble one lane-dump record as ``evaluate --assembly`` would request it."""
+def case_request(raw: Mapping[str, Any], limit: int) -> dict[str, Any]:
+    """The lane-dump record as ``evaluate --assembly`` requests it: ``search_limit`` = case limit."""
     record = copy.deepcopy(dict(raw))
     record["request"] = {**record["request"], "search_limit": limit}
-    overrides = {"max_items": limits.max_items, "max_bytes": limits.max_bytes, "max_tokens": limits.max_tokens}
-    start = time.perf_counter()
-    text = assemble_batch([record], overrides=overrides, policy=policy).packages[0]
-    latency_ms = (time.perf_counter() - start) * 1000.0
+    return record
+
+
+def limit_overrides(limits: Limits) -> dict[str, int]:
+    """All three resolved limits, as budget overrides."""
+    return {"max_items": limits.max_items, "max_bytes": limits.max_bytes, "max_tokens": limits.max_tokens}
+
+
+def assembled(text: str, limit: int, latency_ms: float) -> Assembled:
+    """A package text and its projection into the hit list (section 3.6)."""
     package: dict[str, Any] = json.loads(text)
     return Assembled(package=package, hits=project(package["items"], limit), latency_ms=latency_ms)
+
+
+def assemble_case(raw: Mapping[str, Any], limit: int, limits: Limits, policy: SelectionPolicy) -> Assembled:
+    """Assemble one lane-dump record as ``evaluate --assembly`` would request it."""
+    record = case_request(raw, limit)
+    start = time.perf_counter()
+    text = assemble_batch([record], overrides=limit_overrides(limits), policy=policy).packages[0]
+    return assembled(text, limit, (time.perf_counter() - start) * 1000.0)
+
+
+def assemble_cases_on_ray(
+    records: Sequence[tuple[Mapping[str, Any], int]], limits: Limits, policy_name: str, address: str | None
+) -> list[Assembled]:
+    """Every case assembled in one Ray Data job (``evaluate --engine ray``), in case order.
+
+    Goes through the same engine as ``assemble --engine ray`` (so the same packages, byte for byte);
+    the per-case latency is the job's wall time divided by the number of cases.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from assembler.engines.ray import run_ray_assembly
+    from assembler.policy import get_policy
+
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = Path(folder) / "cases.jsonl", Path(folder) / "packages.jsonl"
+        source.write_text(
+            "".join(json.dumps(case_request(raw, limit), ensure_ascii=False) + "\n" for raw, limit in records),
+            encoding="utf-8",
+        )
+        start = time.perf_counter()
+        run_ray_assembly(
+            [str(source)],
+            str(target),
+            overrides=limit_overrides(limits),
+            policy=get_policy(policy_name),
+            address=address,
+        )
+        per_case_ms = (time.perf_counter() - start) * 1000.0 / max(1, len(records))
+        lines = target.read_text(encoding="utf-8").splitlines()
+    # Each output line is {"query_id":..,"package":<package>}, in input order.
+    texts = [line[line.index(',"package":') + len(',"package":') : -1] for line in lines]
+    return [assembled(text, limit, per_case_ms) for text, (_, limit) in zip(texts, records, strict=True)]
 
 
 def _evidence_locator(item: Mapping[str, Any]) -> dict[str, Any]:

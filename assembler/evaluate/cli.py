@@ -139,7 +139,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     given = _inputs(args)
     warnings = _warnings(given.evalset, given.lanes)
     _stderr([f"{PREFIX}warning: {warning}" for warning in warnings])
-    config = RunConfig(assembly=args.assembly, policy=policy, overrides=_overrides(args))
+    if args.engine == "ray" and not args.assembly:
+        raise EvaluateError("--engine ray runs the assembly side: it requires --assembly")
+    if args.ray_address is not None and args.engine != "ray":
+        raise EvaluateError("--ray-address needs --engine ray")
+    config = RunConfig(
+        assembly=args.assembly,
+        policy=policy,
+        overrides=_overrides(args),
+        engine=args.engine,
+        ray_address=args.ray_address,
+    )
     artifact, _ = run_artifact(
         given.evalset,
         given.lanes,
@@ -240,6 +250,10 @@ def add_evaluate_parser(commands: Any) -> None:
     _run_flags(evaluate, sweep=False)
     evaluate.add_argument("--assembly", action=_Once, nargs=0, const=True, default=False, help="assemble each case")
     evaluate.add_argument("--thresholds", action=_Once, metavar="FILE", help="gate the run (exit 3 on violation)")
+    evaluate.add_argument(
+        "--engine", choices=("local", "ray"), default="local", help="assemble locally (default) or as one Ray job"
+    )
+    evaluate.add_argument("--ray-address", metavar="ADDRESS", help="with --engine ray: join this cluster")
     evaluate.add_argument(
         "--out", action=_Once, default="evaluation.json", metavar="RUN.json", help="artifact (default evaluation.json)"
     )

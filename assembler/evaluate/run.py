@@ -12,7 +12,7 @@ from typing import Any
 
 from assembler.evaluate import metrics
 from assembler.evaluate.artifact import generated_at
-from assembler.evaluate.assembly import assemble_case, evidence_block
+from assembler.evaluate.assembly import Assembled, assemble_case, assemble_cases_on_ray, evidence_block
 from assembler.evaluate.baseline import cut, truncate
 from assembler.evaluate.catalog import METRICS, definitions_block
 from assembler.evaluate.corpus import CitationCheck, Corpus, check_citation
@@ -36,6 +36,8 @@ class RunConfig:
     assembly: bool = False
     policy: str = "contract"
     overrides: Mapping[str, int] = field(default_factory=dict)
+    engine: str = "local"
+    ray_address: str | None = None
 
     @property
     def mode(self) -> str:
@@ -172,15 +174,20 @@ def _citations_block(
 
 
 def evaluate_case(
-    case: EvalCase, dump: DumpRecord, config: RunConfig, carries_graph: bool, corpus: Corpus | None = None
+    case: EvalCase,
+    dump: DumpRecord,
+    config: RunConfig,
+    carries_graph: bool,
+    corpus: Corpus | None = None,
+    preassembled: Assembled | None = None,
 ) -> CaseOutcome:
-    """Run and score one case."""
+    """Run and score one case (``preassembled``: its package, when another engine assembled it)."""
     limits = config.budget
     outcome = CaseOutcome(block={})
     evidence = None
     if config.assembly:
         assert limits is not None
-        assembled = assemble_case(dump.raw, case.limit, limits, get_policy(config.policy))
+        assembled = preassembled or assemble_case(dump.raw, case.limit, limits, get_policy(config.policy))
         hits = assembled.hits
         latency = round(assembled.latency_ms, 3)
         passage = {
@@ -255,10 +262,16 @@ def evaluate_case(
 def evaluate_cases(
     evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None
 ) -> list[CaseOutcome]:
-    """Every case in eval order."""
+    """Every case in eval order; with ``engine="ray"`` the assembly side runs as one Ray job."""
+    pairs = list(zip(evalset.cases, lanes.records, strict=True))
+    packages: list[Assembled | None] = [None] * len(pairs)
+    if config.assembly and config.engine == "ray":
+        assert config.budget is not None
+        batch = [(dump.raw, case.limit) for case, dump in pairs]
+        packages = list(assemble_cases_on_ray(batch, config.budget, config.policy, config.ray_address))
     return [
-        evaluate_case(case, dump, config, lanes.carries_graph, corpus)
-        for case, dump in zip(evalset.cases, lanes.records, strict=True)
+        evaluate_case(case, dump, config, lanes.carries_graph, corpus, package)
+        for (case, dump), package in zip(pairs, packages, strict=True)
     ]
 
 
