@@ -10,7 +10,7 @@ the contract's sequential rule does.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -251,18 +251,23 @@ def duplicate_positions(
     return result
 
 
-def suppress(fused: pl.DataFrame) -> pl.DataFrame:
+PositionRule = Callable[[npt.NDArray[np.int64], Sequence[str]], npt.NDArray[np.int64]]
+"""Passages (query index, text) sorted by query then fused rank -> duplicated row or ``-1``."""
+
+
+def suppress(fused: pl.DataFrame, rule: PositionRule = duplicate_positions) -> pl.DataFrame:
     """Mark near-duplicate passages of every query.
 
     Returns ``fused`` with ``duplicate_of`` (the survivor's ``candidate_id``, null when kept) and
-    ``duplicate_of_json`` (its JSON string). Passages are compared in ``fused_rank`` order.
+    ``duplicate_of_json`` (its JSON string). Passages are compared in ``fused_rank`` order, by the
+    contract's rule unless a policy passes its own ``rule``.
     """
     passages = (
         fused.filter(pl.col("kind") == "passage")
         .select("q", "fused_rank", "candidate_id", "id_json", "text")
         .sort("q", "fused_rank")
     )
-    rows = duplicate_positions(passages["q"].cast(pl.Int64).to_numpy(), passages["text"].to_list())
+    rows = rule(passages["q"].cast(pl.Int64).to_numpy(), passages["text"].to_list())
     target = pl.Series("target", rows).replace(-1, None)
     verdicts = passages.select(
         "q",

@@ -28,6 +28,7 @@ record, with the measurements behind each rule, is ``docs/policies.md``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,7 @@ from assembler.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
     bigram_codes,
     dice_matches,
+    duplicate_positions,
     normalize_entry,
     suppress,
     survivor_walk,
@@ -68,30 +70,18 @@ def word_matches(normalized: list[str]) -> npt.NDArray[np.bool_]:
     return close | short
 
 
-def suppress_with_words(fused: pl.DataFrame) -> pl.DataFrame:
-    """Near-duplicate passages by the contract's bigram rule *and* the word rule (rule 3)."""
-    passages = (
-        fused.filter(pl.col("kind") == "passage").select("q", "fused_rank", "candidate_id", "id_json", "text")
-    ).sort("q", "fused_rank")
-    targets = np.full(passages.height, -1, dtype=np.int64)
-    qs = passages["q"].to_numpy()
-    texts = passages["text"].to_list()
+def word_aware_positions(qs: npt.NDArray[np.int64], texts: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Rule 4 as a near-duplicate rule: the contract's bigram verdicts *and* the word verdicts."""
+    targets = np.full(len(texts), -1, dtype=np.int64)
     starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]]) if qs.size else np.empty(0, dtype=np.int64)
     for start, end in zip(starts, np.r_[starts[1:], qs.size][: starts.size], strict=True):
         if end - start < 2:
             continue
-        normalized = [normalize_entry(text) for text in texts[start:end]]
+        normalized = [normalize_entry(text) for text in texts[int(start) : int(end)]]
         matches = dice_matches([bigram_codes(text) for text in normalized]) & word_matches(normalized)
         walk = survivor_walk(matches)
         targets[start:end] = np.where(walk < 0, -1, walk + start)
-    target = pl.Series("target", targets).replace(-1, None)
-    verdicts = passages.select(
-        "q",
-        "fused_rank",
-        pl.col("candidate_id").gather(target).alias("duplicate_of"),
-        pl.col("id_json").gather(target).alias("duplicate_of_json"),
-    )
-    return fused.join(verdicts, on=["q", "fused_rank"], how="left", maintain_order="left")
+    return targets
 
 
 def fold_cited_passages(survivors: pl.DataFrame, citations: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -152,7 +142,7 @@ class QualityPolicy:
 
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
         """Run the quality selection over a fused batch."""
-        marked = (suppress_with_words(fused) if self.words else suppress(fused)).with_columns(
+        marked = suppress(fused, word_aware_positions if self.words else duplicate_positions).with_columns(
             reason=pl.when(pl.col("duplicate_of").is_not_null()).then(pl.lit(DUPLICATE_PASSAGE))
         )
         survivors = marked.filter(pl.col("duplicate_of").is_null())
