@@ -21,7 +21,7 @@ from assembler.pipeline import assemble_records
 from assembler.policy import get_policy
 from assembler.rerank.options import add_rerank_flags, finish_rerank, reranker_from_args
 from assembler.retrieval.command import register as register_lanes
-from assembler.stream import RunSummary, convert, iter_records, run_assembly
+from assembler.stream import DEFAULT_CHUNK_SIZE, RunSummary, convert, iter_records, run_assembly
 
 __all__ = ["SAMPLE", "main"]
 
@@ -173,7 +173,12 @@ def _parser() -> argparse.ArgumentParser:
             help="stop at the first bad record (default), or skip it into the errors file",
         )
         sub.add_argument("--errors", help="errors file for --on-error skip (default: OUT.errors.jsonl)")
-        sub.add_argument("--chunk-size", type=_positive, default=2048, help="queries per batch (default 2048)")
+        sub.add_argument(
+            "--chunk-size",
+            type=_positive,
+            default=DEFAULT_CHUNK_SIZE,
+            help=f"queries per batch (default {DEFAULT_CHUNK_SIZE}; memory is bounded by it)",
+        )
 
     assemble = commands.add_parser("assemble", help="assemble packages for every query of the input")
     assemble.add_argument("inputs", nargs="*", metavar="INPUT", help="lane dumps (.jsonl or .parquet; - = stdin)")

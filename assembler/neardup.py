@@ -203,7 +203,8 @@ def _batched_small_pools(
 
 
 _SMALL_POOL = 32
-_MAX_ROWS = 1 << 20
+# Passages per block: bounds the bigram arrays (tens of MB) and keeps packed keys below 2**22 rows.
+_MAX_ROWS = 8192
 
 
 def duplicate_positions(
@@ -212,7 +213,8 @@ def duplicate_positions(
     """For passages sorted by query then fused rank: ``-1`` if kept, else the row it duplicates.
 
     Small pools (up to 32 passages) are decided together, large ones one matrix per pool; pools
-    are taken in blocks of about ``max_rows`` passages so packed integer keys cannot overflow.
+    are taken in blocks of about ``max_rows`` passages, which bounds memory by the block and keeps
+    packed integer keys from overflowing.
     """
     n = len(texts)
     result = np.full(n, -1, dtype=np.int64)
