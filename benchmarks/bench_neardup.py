@@ -1,0 +1,229 @@
+"""Near-duplicate kernel: the vectorized verdict matrix against the reference pairwise loop.
+
+Pools of 10, 50, 100 and 200 passages, English and Japanese texts of 150 to 600 characters
+(``benchmarks.pools.generate_texts``), without and with 20 % planted near-duplicates.
+
+Two groups per pool:
+
+* ``from texts``: normalization, bigram sets and the survivor walk included (what one query's
+  passages cost): ``near_duplicate_reference(texts)`` against ``normalize_entry`` +
+  ``bigram_codes`` + ``dice_matches`` + ``survivor_walk``.
+* ``pairwise``: bigram sets prepared beforehand, only the verdicts and the walk: the reference
+  loop (Python sets, the size-bound shortcut, first kept match wins) against ``dice_matches``
+  (``auto``, ``dense``, ``sparse``) + ``survivor_walk``.
+
+A rapidfuzz alternative runs in both groups, made exact: each text's sorted, distinct bigram
+codes become a string of strictly increasing symbols, so the longest common subsequence of two
+such strings is the size of the intersection, ``rapidfuzz.distance.Indel.distance`` is
+``|A| + |B| - 2 |A ∩ B|``, and the contract's Dice rule follows from it in exact integers.
+For contrast ``rapidfuzz.fuzz.ratio`` on the normalized texts (a character-sequence similarity,
+not the contract's bigram-set Dice) also runs: its verdicts differ, and the number of pairs
+where they differ is reported as ``pairs_differing`` — it is not an implementation of the rule.
+
+Every exact implementation's verdicts are asserted equal to the reference's before timing.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from rapidfuzz import fuzz
+from rapidfuzz.distance import Indel
+from rapidfuzz.process import cdist
+
+from assembler.neardup import NEAR_DUPLICATE_DICE_THRESHOLD, bigram_codes, dice_matches, normalize_entry, survivor_walk
+from benchmarks.pools import generate_texts
+from benchmarks.reference import bigrams, is_near_duplicate, near_duplicate_reference
+from benchmarks.reference import normalize_entry as reference_normalize
+
+Codes = npt.NDArray[np.uint64]
+SIZES = (10, 50, 100, 200)
+LANGS = ("en", "ja")
+DUP_RATES = (0.0, 0.2)
+
+
+def _seed(lang: str, n: int, dup_rate: float) -> int:
+    return 10_000 * n + (7 if lang == "ja" else 3) * 100 + int(dup_rate * 10)
+
+
+def _pool_id(lang: str, n: int, dup_rate: float) -> str:
+    return f"{lang} n={n:>3} {'dup20%' if dup_rate else 'nodup'}"
+
+
+# --- implementations ---------------------------------------------------------------------------
+
+
+def reference_walk(sets: list[set[str]]) -> list[int | None]:
+    """The reference's pairwise loop over prepared bigram sets."""
+    kept: list[int] = []
+    result: list[int | None] = []
+    for i, own in enumerate(sets):
+        match: int | None = None
+        for k in kept:
+            if is_near_duplicate(sets[k], own):
+                match = k
+                break
+        result.append(match)
+        if match is None:
+            kept.append(i)
+    return result
+
+
+def vectorized_from_texts(texts: list[str]) -> npt.NDArray[np.int64]:
+    return survivor_walk(dice_matches([bigram_codes(normalize_entry(t)) for t in texts]))
+
+
+def symbol_strings(codes: list[Codes]) -> list[str]:
+    """Each sorted code set as a string of strictly increasing code points (surrogates skipped)."""
+    if not codes:
+        return []
+    _, inverse = np.unique(np.concatenate(codes), return_inverse=True)
+    points = inverse.astype(np.uint32)
+    points += np.where(points >= 0xD800, 0x800, 0).astype(np.uint32)
+    bounds = np.cumsum([0] + [c.size for c in codes])
+    return [points[a:b].tobytes().decode("utf-32-le") for a, b in itertools.pairwise(bounds)]
+
+
+def rapidfuzz_matches(codes: list[Codes]) -> npt.NDArray[np.bool_]:
+    """The contract's verdict matrix from rapidfuzz's Indel distance over symbol strings."""
+    strings = symbol_strings(codes)
+    distance = cdist(strings, strings, scorer=Indel.distance, dtype=np.int32, workers=-1).astype(np.float64)
+    sizes = np.array([c.size for c in codes], dtype=np.float64)
+    denom = sizes[:, None] + sizes[None, :]
+    shared = (denom - distance) / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        matches = 2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD
+    matches |= denom == 0.0
+    np.fill_diagonal(matches, True)
+    return matches
+
+
+def rapidfuzz_from_texts(texts: list[str]) -> npt.NDArray[np.int64]:
+    return survivor_walk(rapidfuzz_matches([bigram_codes(normalize_entry(t)) for t in texts]))
+
+
+def ratio_matches(normalized: list[str]) -> npt.NDArray[np.bool_]:
+    """NOT the contract's rule: ``fuzz.ratio`` (character LCS similarity) >= 90."""
+    scores = cdist(normalized, normalized, scorer=fuzz.ratio, dtype=np.float64, workers=-1)
+    matches: npt.NDArray[np.bool_] = scores >= 100.0 * NEAR_DUPLICATE_DICE_THRESHOLD
+    return matches
+
+
+def ratio_from_texts(texts: list[str]) -> npt.NDArray[np.int64]:
+    return survivor_walk(ratio_matches([normalize_entry(t) for t in texts]))
+
+
+def reference_matrix(sets: list[set[str]]) -> npt.NDArray[np.bool_]:
+    """Every pair's verdict by the reference rule (for the assertions, not timed)."""
+    n = len(sets)
+    out = np.ones((n, n), dtype=np.bool_)
+    for i in range(n):
+        for j in range(i + 1, n):
+            out[i, j] = out[j, i] = is_near_duplicate(sets[i], sets[j])
+    return out
+
+
+def _as_walk(walk: npt.NDArray[np.int64]) -> list[int | None]:
+    return [None if j < 0 else int(j) for j in walk]
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+
+class Pool:
+    """One pool's texts, prepared sets, the reference verdicts."""
+
+    def __init__(self, lang: str, n: int, dup_rate: float) -> None:
+        self.texts = generate_texts(n, seed=_seed(lang, n, dup_rate), lang=lang, dup_rate=dup_rate)
+        self.sets = [bigrams(reference_normalize(t)) for t in self.texts]
+        self.codes = [bigram_codes(normalize_entry(t)) for t in self.texts]
+        self.walk = near_duplicate_reference(self.texts)
+        self.matrix = reference_matrix(self.sets)
+        self.label = _pool_id(lang, n, dup_rate)
+        self.duplicates = sum(1 for j in self.walk if j is not None)
+
+    def info(self) -> dict[str, object]:
+        chars = [len(t) for t in self.texts]
+        return {"duplicates": self.duplicates, "mean_chars": round(sum(chars) / len(chars))}
+
+
+_POOLS: dict[tuple[str, int, float], Pool] = {}
+
+
+def get_pool(lang: str, n: int, dup_rate: float) -> Pool:
+    key = (lang, n, dup_rate)
+    if key not in _POOLS:
+        _POOLS[key] = Pool(lang, n, dup_rate)
+    return _POOLS[key]
+
+
+POOL_PARAMS = [
+    pytest.param(lang, n, dup, id=f"{lang}-{n}-{'dup' if dup else 'nodup'}")
+    for lang in LANGS
+    for n in SIZES
+    for dup in DUP_RATES
+]
+
+
+def _run(benchmark: object, group: str, impl: str, info: dict[str, object], fn: Callable[[], object]) -> None:
+    bench = benchmark
+    bench.group = group  # type: ignore[attr-defined]
+    bench.extra_info.update({"impl": impl, **info})  # type: ignore[attr-defined]
+    bench(fn)  # type: ignore[operator]
+
+
+# --- from texts --------------------------------------------------------------------------------
+
+TEXT_IMPLS = ("reference", "vectorized", "rapidfuzz-indel-exact", "rapidfuzz-ratio-NOT-exact")
+
+
+@pytest.mark.parametrize("impl", TEXT_IMPLS)
+@pytest.mark.parametrize(("lang", "n", "dup_rate"), POOL_PARAMS)
+def test_kernel_from_texts(benchmark: object, lang: str, n: int, dup_rate: float, impl: str) -> None:
+    pool = get_pool(lang, n, dup_rate)
+    info = pool.info()
+    texts = pool.texts
+    fn: Callable[[], object]
+    if impl == "reference":
+        fn = lambda: near_duplicate_reference(texts)  # noqa: E731
+    elif impl == "vectorized":
+        assert _as_walk(vectorized_from_texts(texts)) == pool.walk
+        fn = lambda: vectorized_from_texts(texts)  # noqa: E731
+    elif impl == "rapidfuzz-indel-exact":
+        assert np.array_equal(rapidfuzz_matches(pool.codes), pool.matrix)
+        assert _as_walk(rapidfuzz_from_texts(texts)) == pool.walk
+        fn = lambda: rapidfuzz_from_texts(texts)  # noqa: E731
+    else:
+        differing = ratio_matches([normalize_entry(t) for t in texts]) != pool.matrix
+        info["pairs_differing"] = int(np.triu(differing, 1).sum())
+        info["walk_differs"] = _as_walk(ratio_from_texts(texts)) != pool.walk
+        fn = lambda: ratio_from_texts(texts)  # noqa: E731
+    _run(benchmark, f"kernel from texts  {pool.label}", impl, info, fn)
+
+
+# --- pairwise only -----------------------------------------------------------------------------
+
+PAIR_IMPLS = ("reference", "vectorized-auto", "vectorized-dense", "vectorized-sparse", "rapidfuzz-indel-exact")
+
+
+@pytest.mark.parametrize("impl", PAIR_IMPLS)
+@pytest.mark.parametrize(("lang", "n", "dup_rate"), POOL_PARAMS)
+def test_kernel_pairwise(benchmark: object, lang: str, n: int, dup_rate: float, impl: str) -> None:
+    pool = get_pool(lang, n, dup_rate)
+    sets, codes = pool.sets, pool.codes
+    fn: Callable[[], object]
+    if impl == "reference":
+        assert reference_walk(sets) == pool.walk
+        fn = lambda: reference_walk(sets)  # noqa: E731
+    elif impl.startswith("vectorized-"):
+        method = impl.removeprefix("vectorized-")
+        assert np.array_equal(dice_matches(codes, method=method), pool.matrix)  # type: ignore[arg-type]
+        fn = lambda: survivor_walk(dice_matches(codes, method=method))  # type: ignore[arg-type]  # noqa: E731
+    else:
+        assert np.array_equal(rapidfuzz_matches(codes), pool.matrix)
+        fn = lambda: survivor_walk(rapidfuzz_matches(codes))  # noqa: E731
+    _run(benchmark, f"kernel pairwise    {pool.label}", impl, pool.info(), fn)
