@@ -37,7 +37,7 @@ from rapidfuzz.process import cdist
 
 from assembler.neardup import NEAR_DUPLICATE_DICE_THRESHOLD, bigram_codes, dice_matches, normalize_entry, survivor_walk
 from benchmarks.pools import generate_texts
-from benchmarks.reference import bigrams, is_near_duplicate, near_duplicate_reference
+from benchmarks.reference import bigrams, is_near_duplicate, near_duplicate_reference, reference_walk
 from benchmarks.reference import normalize_entry as reference_normalize
 
 Codes = npt.NDArray[np.uint64]
@@ -55,22 +55,6 @@ def _pool_id(lang: str, n: int, dup_rate: float) -> str:
 
 
 # --- implementations ---------------------------------------------------------------------------
-
-
-def reference_walk(sets: list[set[str]]) -> list[int | None]:
-    """The reference's pairwise loop over prepared bigram sets."""
-    kept: list[int] = []
-    result: list[int | None] = []
-    for i, own in enumerate(sets):
-        match: int | None = None
-        for k in kept:
-            if is_near_duplicate(sets[k], own):
-                match = k
-                break
-        result.append(match)
-        if match is None:
-            kept.append(i)
-    return result
 
 
 def vectorized_from_texts(texts: list[str]) -> npt.NDArray[np.int64]:

@@ -176,7 +176,11 @@ def is_near_duplicate(a: set[str], b: set[str]) -> bool:
 
 def near_duplicate_reference(texts: list[str]) -> list[int | None]:
     """For passages in fused order: index of the first kept passage each duplicates, or None."""
-    sets = [bigrams(normalize_entry(t)) for t in texts]
+    return reference_walk([bigrams(normalize_entry(t)) for t in texts])
+
+
+def reference_walk(sets: list[set[str]]) -> list[int | None]:
+    """The pairwise loop over prepared bigram sets: first kept match per passage, or None."""
     kept: list[int] = []
     result: list[int | None] = []
     for i, own in enumerate(sets):
