@@ -7,6 +7,12 @@ docs/evaluation.md come from that file. Regenerate with::
 
     python benchmarks/policy_matrix.py            # all sets, about a few minutes on 2 cores
     python benchmarks/policy_matrix.py --sets brewery --out /tmp/results.md
+
+The lag of ``quality-graph`` (``assembler.quality.FACT_LAG``) was chosen on the even-numbered cases only and
+checked on the odd-numbered ones::
+
+    python benchmarks/policy_matrix.py --split even --no-ablations --lags=-1,0,1,2,3,4,6,8 --out docs/policy-lag-even.md
+    python benchmarks/policy_matrix.py --split odd --no-ablations --lags=-1,0,1,2,3,4,6,8 --out docs/policy-lag-odd.md
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ BUDGETS = {
         "4000",
     ],
 }
-MODES = ["baseline", "contract", "quality"]
+MODES = ["baseline", "contract", "quality", "quality-graph"]
 ABLATIONS = [
     "quality-no-identity",
     "quality-no-passages-first",
@@ -52,9 +58,10 @@ METRICS = [
 ]
 
 
-def evaluate(data: Path, mode: str, budget: list[str], out: Path) -> dict[str, float | None]:
+def evaluate(data: Path, mode: str, budget: list[str], out: Path, cases: Path | None = None) -> dict[str, float | None]:
     """One evaluate run; the aggregate values of METRICS (None where the artifact has none)."""
-    args = ["evaluate", "--eval", str(data / "eval.jsonl"), "--lanes", str(data / "lanes.jsonl"), *budget]
+    cases = cases or data / "eval.jsonl"
+    args = ["evaluate", "--eval", str(cases), "--lanes", str(data / "lanes.jsonl"), *budget]
     if mode != "baseline":
         args += ["--assembly", "--policy", mode]
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
@@ -88,7 +95,27 @@ def table(rows: dict[str, dict[str, float | None]], baseline: dict[str, float | 
     return lines
 
 
-def run(sets: list[str], out_path: Path, ablations: bool) -> None:
+def split_cases(data: Path, split: str, out: Path) -> Path:
+    """The set's eval file with only its even- or odd-numbered cases (0-based, file order)."""
+    header, *cases = data.joinpath("eval.jsonl").read_text(encoding="utf-8").splitlines()
+    keep = [case for index, case in enumerate(cases) if index % 2 == (0 if split == "even" else 1)]
+    out.write_text("\n".join([header, *keep]) + "\n", encoding="utf-8")
+    return out
+
+
+def register_lags(lags: list[int]) -> list[str]:
+    """Add ``quality-lag-N`` policies (the quality policy with ``fact_lag=N``) for a tuning run."""
+    import dataclasses
+
+    from assembler import quality
+
+    extra = [dataclasses.replace(quality.QualityPolicy(), name=f"quality-lag-{lag}", fact_lag=lag) for lag in lags]
+    quality.QUALITY_POLICIES = (*quality.QUALITY_POLICIES, *extra)
+    return [policy.name for policy in extra]
+
+
+def run(sets: list[str], out_path: Path, ablations: bool, split: str = "all", lags: list[int] | None = None) -> None:
+    extra = register_lags(lags) if lags else []
     lines = [
         "# Policy results (generated)",
         "",
@@ -98,13 +125,16 @@ def run(sets: list[str], out_path: Path, ablations: bool) -> None:
         "▼ marks a value below the baseline's.",
         "",
     ]
+    if split != "all":
+        lines[-1:-1] = [f"Only the {split}-numbered cases of each set (0-based, in file order).", ""]
     with tempfile.TemporaryDirectory() as tmp:
         for name in sets:
             data = ROOT / "data" / "eval" / name
+            cases = None if split == "all" else split_cases(data, split, Path(tmp) / f"{name}-{split}.jsonl")
             lines += [f"## {name}", ""]
             for label, budget in BUDGETS.items():
-                modes = MODES + (ABLATIONS if ablations else [])
-                rows = {mode: evaluate(data, mode, budget, Path(tmp) / f"{name}-{mode}.json") for mode in modes}
+                modes = MODES + (ABLATIONS if ablations else []) + extra
+                rows = {mode: evaluate(data, mode, budget, Path(tmp) / f"{name}-{mode}.json", cases) for mode in modes}
                 lines += [f"### {label}", "", *table(rows, rows["baseline"]), ""]
                 print(f"{name} {label}: done", flush=True)
     out_path.write_text("\n".join(lines), encoding="utf-8")
@@ -117,8 +147,11 @@ def _cli() -> None:
     )
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "policy-results.md")
     parser.add_argument("--no-ablations", action="store_true")
+    parser.add_argument("--split", choices=("all", "even", "odd"), default="all", help="which cases of each set")
+    parser.add_argument("--lags", default="", help="comma-separated fact lags to add as quality-lag-N modes")
     args = parser.parse_args()
-    run(args.sets.split(","), args.out, not args.no_ablations)
+    lags = [int(lag) for lag in args.lags.split(",") if lag]
+    run(args.sets.split(","), args.out, not args.no_ablations, args.split, lags)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler import assemble_batch, get_policy
+from assembler.quality import FACT_LAG
 from tests.strategies import lane_records
 from tests.test_pipeline import fused_count
 from tests.test_selection import act, assoc, cite, passage, record
@@ -19,6 +20,7 @@ QUALITY_NAMES = [
     "quality",
     "quality-no-identity",
     "quality-no-passages-first",
+    "quality-graph",
     "quality-no-signs",
     "quality-no-words",
     "quality-with-tiers",
@@ -79,6 +81,39 @@ def test_passages_are_offered_before_graph_facts() -> None:
     assert kinds(run("quality", lanes)) == ["passage", "passage", "association"]
 
 
+TOPICS = ["rice polishing", "yeast starters", "koji mould", "water hardness", "pressing the mash", "bottling dates"]
+SIX_PASSAGES = [passage(f"p{n}.md", f"This paragraph is about {topic}.") for n, topic in enumerate(TOPICS)]
+
+
+def test_a_fact_that_adds_evidence_follows_the_passages_by_the_lag() -> None:
+    lanes = {
+        "graph_activate": [
+            act(assoc("s", "l", "fact without a citation")),
+            act(assoc("s", "m", "fact citing a new paragraph", ("new.md", 0, 1.0))),
+        ],
+        "passages": SIX_PASSAGES,
+        "citations": [cite("new.md", 0)],
+    }
+    items = run("quality-graph", lanes, search_limit=10)["items"]
+    sources = [item.get("passage", {}).get("source", item["kind"]) for item in items]
+    # The fact adding evidence comes right after passage 1 + FACT_LAG; the other fact after all.
+    assert FACT_LAG == 3
+    assert sources == ["p0.md", "p1.md", "p2.md", "p3.md", "association", "p4.md", "p5.md", "association"]
+    assert kinds(run("quality", lanes, search_limit=10))[-2:] == ["association", "association"]
+    assert kinds(run("contract", lanes))[:2] == ["association", "passage"]
+
+
+def test_the_lag_counts_only_facts_that_add_evidence() -> None:
+    facts = [act(assoc("s", f"l{n}", f"o{n}", (f"new{n}.md", 0, 1.0))) for n in range(2)]
+    lanes = {
+        "graph_activate": facts,
+        "passages": SIX_PASSAGES,
+        "citations": [cite("new0.md", 0), cite("new1.md", 0)],
+    }
+    expected = ["passage"] * 4 + ["association", "passage", "association", "passage"]
+    assert kinds(run("quality-graph", lanes, search_limit=10)) == expected
+
+
 # --- rule 3: contradictions need opposite signs ---------------------------------------------------
 
 MULTI = {"graph_activate": [act(assoc("青嶺", "輸出先", "米国")), act(assoc("青嶺", "輸出先", "台湾"))]}
@@ -99,12 +134,12 @@ def test_opposite_signs_still_form_an_atomic_group() -> None:
     lanes = {"graph_activate": [act(assoc("猫", "is_a", "哺乳類")), act(assoc("猫", "is_a", "爬虫類", weight=-1.0))]}
     package = run("quality", lanes, budget={"max_items": 1})
     assert package["items"] == [] and package["omitted_by_reason"] == {"contradiction_group_exceeds_budget": 2}
-    assert [len(i["contradicts"]) for i in run("quality", lanes)["items"]] == [1, 1]
+    assert [len(i["contradicts"]) for i in run("quality", lanes, search_limit=10)["items"]] == [1, 1]
 
 
 def test_multi_valued_members_are_kept_next_to_each_other() -> None:
     lanes = {"graph_activate": [act(assoc("a", "l", "x")), act(assoc("b", "m", "y")), act(assoc("a", "l", "z"))]}
-    objects = [item["association"]["object"] for item in run("quality", lanes)["items"]]
+    objects = [item["association"]["object"] for item in run("quality", lanes, search_limit=10)["items"]]
     assert objects == ["x", "z", "y"]
 
 
