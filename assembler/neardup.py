@@ -9,9 +9,11 @@ the contract's sequential rule does.
 
 from __future__ import annotations
 
+import re
+import threading
 import unicodedata
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +29,6 @@ __all__ = [
 ]
 
 NEAR_DUPLICATE_DICE_THRESHOLD = 0.9
-_KATAKANA_TO_HIRAGANA = {code: code - 0x60 for code in range(0x30A1, 0x30F7)}
 
 
 def _lower_each(text: str) -> str:
@@ -36,14 +37,27 @@ def _lower_each(text: str) -> str:
     return "".join(c.lower() for c in text) if "\u03a3" in text else text.lower()
 
 
+_KATAKANA = re.compile("[\u30a1-\u30f6]")
+
+
 def normalize_entry(text: str) -> str:
     """Taguru's ``normalize_entry``: lower, NFKC, lower, katakana folded to hiragana.
 
     >>> normalize_entry("\\uff21\\uff22 \\uff71\\uff72")
     'ab あい'
     """
-    folded = _lower_each(unicodedata.normalize("NFKC", _lower_each(text)))
-    return folded.translate(_KATAKANA_TO_HIRAGANA)
+    if text.isascii():
+        return text.lower()  # NFKC leaves ASCII alone and it holds no katakana
+    lowered = _lower_each(text)
+    composed = unicodedata.normalize("NFKC", lowered)
+    # Lowercasing each code point is idempotent (tests/test_neardup.py checks every code point),
+    # so the second pass only matters where NFKC changed something.
+    folded = lowered if composed == lowered else _lower_each(composed)
+    if _KATAKANA.search(folded) is None:
+        return folded
+    points = np.frombuffer(folded.encode("utf-32-le"), dtype=np.uint32).copy()
+    np.subtract(points, 0x60, out=points, where=(points - 0x30A1) <= 0x30F6 - 0x30A1)
+    return points.tobytes().decode("utf-32-le")
 
 
 def bigram_codes(normalized: str) -> npt.NDArray[np.uint64]:
@@ -52,10 +66,15 @@ def bigram_codes(normalized: str) -> npt.NDArray[np.uint64]:
     A one-code-point text is the pair of that code point with itself; an empty text has no pair.
     """
     points = np.frombuffer(normalized.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
-    if points.size == 1:
-        points = np.repeat(points, 2)
-    codes = np.sort((points[:-1] << np.uint64(21)) | points[1:])
-    return codes[np.r_[True, codes[1:] != codes[:-1]]] if codes.size else codes
+    if points.size < 2:
+        return (points << np.uint64(21)) | points
+    codes = points[:-1] << np.uint64(21)
+    codes |= points[1:]
+    codes.sort()
+    distinct = np.empty(codes.size, dtype=np.bool_)
+    distinct[0] = True
+    np.not_equal(codes[1:], codes[:-1], out=distinct[1:])
+    return codes[distinct]
 
 
 def dice_matches(
@@ -63,20 +82,207 @@ def dice_matches(
 ) -> npt.NDArray[np.bool_]:
     """The symmetric matrix of near-duplicate verdicts of one pool (diagonal True).
 
-    ``shared`` counts come from the incidence matrix product, split by bigram frequency: bigrams
-    found in many passages (the common letter pairs of English) go through a dense BLAS product,
-    rare ones (most of Japanese) through co-occurrence counting. ``dense`` or ``sparse`` forces one
-    path for everything. Both count exact integers, so the verdicts equal the set rule.
+    ``auto`` (:func:`_bitset_matches`): each set becomes a bitset over the pool's distinct bigrams;
+    shared counts taken over the most telling words first bound every pair's Dice from above, so
+    most pairs are settled after a word or two and only the rest are counted in full. ``dense``
+    (a BLAS product of the incidence matrix) and ``sparse`` (co-occurrence counting) count every
+    pair. All three count exact integers and apply the contract's rule, so the verdicts are equal.
     """
     n = len(bigram_sets)
-    sizes = np.array([codes.size for codes in bigram_sets], dtype=np.float64)
-    rows = np.repeat(np.arange(n), sizes.astype(np.int64))
+    sizes = np.fromiter(map(len, bigram_sets), dtype=np.int64, count=n)
+    if method == "auto" and 0 < n <= _BITSET_MAX_PASSAGES and sizes.max() <= _BITSET_MAX_SET:
+        try:
+            codes = np.concatenate(bigram_sets, out=_scratch(10, int(sizes.sum()), np.uint64))
+        except TypeError:  # not uint64 codes: the general path below
+            codes = None
+        verdicts = None if codes is None else _bitset_matches(codes, sizes)
+        if verdicts is not None:
+            return verdicts
     codes = np.concatenate(bigram_sets) if n else np.empty(0, dtype=np.uint64)
+    rows = np.repeat(np.arange(n), sizes)
     shared = _shared_counts(rows, codes, n, method)
-    denom = sizes[:, None] + sizes[None, :]
+    denom = (sizes[:, None] + sizes[None, :]).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         matches: npt.NDArray[np.bool_] = (2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
     matches[np.diag_indices(n)] = True
+    return matches
+
+
+# An odd 64-bit multiplier (Fibonacci hashing) for the hash join of :func:`_token_slots`, and
+# the empty-slot mark (codes are below 2**42).
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+_NO_CODE = np.uint64(2**64 - 1)
+_SCRATCH = threading.local()
+_SCRATCH_MAX_BYTES = 1 << 23
+_ARANGE: list[npt.NDArray[np.intp]] = [np.arange(1 << 16)]
+
+
+def _scratch(slot: int, size: int, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A per-thread buffer reused across calls (``slot`` names it; contents undefined).
+
+    The kernel's arrays of one pool are a few hundred kilobytes: allocated afresh on every call,
+    they can come from fresh pages, whose faults cost as much as the arithmetic.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = size * itemsize
+    if nbytes > _SCRATCH_MAX_BYTES:
+        return np.empty(size, dtype=dtype)
+    buffers: dict[int, npt.NDArray[np.uint8]] = _SCRATCH.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(slot)
+    if buffer is None or buffer.size < nbytes:
+        buffer = buffers[slot] = np.empty(max(nbytes, 1 << 12), dtype=np.uint8)
+    return buffer[:nbytes].view(dtype)
+
+
+def _arange(n: int) -> npt.NDArray[np.intp]:
+    """``np.arange(n)``, a read-only view of one shared array."""
+    if _ARANGE[0].size < n:
+        grown = np.arange(max(n, 2 * _ARANGE[0].size))
+        grown.flags.writeable = False
+        _ARANGE[0] = grown
+    return _ARANGE[0][:n]
+
+
+def _token_slots(codes: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """A slot per element, equal codes equal slots, distinct codes distinct slots, without sorting.
+
+    A hash join: every element writes its code into its hash slot and reads back the code left
+    there (which writer is left does not matter); a slot whose code is the element's own is that
+    code's. Codes that lost their slot to another code (all their elements did) are few and get
+    slots past the table, numbered by a sort. Returns the slots (scratch slot 0) and the used
+    slots in increasing order (one per distinct code).
+    """
+    n = codes.size
+    bits = max(8, (n - 1).bit_length())
+    hashed = np.multiply(codes, _HASH_MULTIPLIER, out=_scratch(0, n, np.uint64))
+    hashed >>= np.uint64(64 - bits)
+    slots = hashed.view(np.intp)
+    table = _scratch(1, 1 << bits, np.uint64)
+    table.fill(_NO_CODE)
+    table[slots] = codes
+    lost = np.flatnonzero(np.not_equal(table.take(slots, out=_scratch(2, n, np.uint64), mode="clip"), codes))
+    taken = np.flatnonzero(table != _NO_CODE)
+    if lost.size:
+        distinct, inverse = np.unique(codes.take(lost), return_inverse=True)
+        slots[lost] = (1 << bits) + inverse
+        taken = np.concatenate((taken, (1 << bits) + _arange(distinct.size)))
+    return slots, taken
+
+
+_UPPER_TRIANGLES: dict[int, npt.NDArray[np.bool_]] = {}
+
+
+def _upper_triangle(n: int) -> npt.NDArray[np.bool_]:
+    """The strict upper triangle mask of an ``n`` by ``n`` matrix (cached, read-only)."""
+    mask = _UPPER_TRIANGLES.get(n)
+    if mask is None:
+        mask = np.triu(np.ones((n, n), dtype=np.bool_), 1)
+        mask.flags.writeable = False
+        if n <= 1024:
+            _UPPER_TRIANGLES[n] = mask
+    return mask
+
+
+# Candidate pairs left after the first word are counted word by word (dropping the pairs whose
+# bound fails) until this few remain or ``_BOUND_WORDS`` words are done, then over every
+# remaining word at once.
+_FEW_PAIRS = 128
+_BOUND_WORDS = 4
+_SAMPLE_PASSAGES = 64  # at most 255: the column order radix-sorts uint8 keys
+# Beyond these (pool size, distinct bigrams of the pool, bigrams of a passage) the bitsets and
+# the pair matrices outgrow the co-occurrence split of ``_shared_counts``, which takes over.
+_BITSET_MAX_PASSAGES = 2048
+_BITSET_MAX_WIDTH = 4096
+_BITSET_MAX_SET = 1 << 24
+
+
+def _bitset_matches(codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+    """Verdict matrix from exact shared counts, most pairs ruled out by an upper bound first.
+
+    For any subset ``C`` of the bigrams, ``shared <= shared_C + min(|A| - |A_C|, |B| - |B_C|)``.
+    Columns are ordered so that the first bitset words hold the bigrams found in about half the
+    passages (the ones that tell passages apart). A pair whose bound fails the contract's rule
+    cannot match: ``2.0 * s / d >= 0.9`` holds exactly when ``20 * s >= 9 * d`` for integers
+    ``0 <= s`` and ``0 < d < 2**40`` (a quotient off 9/10 is off by at least ``1 / (10 d)``, far
+    more than the rounding; tests/test_neardup.py checks every ``d`` below 2**22), so the bounds
+    are compared in integers. Pairs that survive every bound are counted over all
+    words and judged by the contract's own float expression. ``None`` when the pool has more
+    distinct bigrams than ``_BITSET_MAX_WIDTH``.
+    """
+    n = sizes.size
+    matches = np.zeros((n, n), dtype=np.bool_)
+    matches[np.diag_indices(n)] = True
+    empty = sizes == 0
+    if empty.sum() > 1:
+        matches[np.ix_(empty, empty)] = True  # both empty: the contract counts it a match
+    if n < 2 or codes.size == 0:
+        return matches
+    total = codes.size
+    slots, taken = _token_slots(codes)  # scratch slot 0
+    n_tokens = taken.size
+    width = -(-n_tokens // 64) * 64
+    if width > _BITSET_MAX_WIDTH:
+        return None
+    # Columns: telling bigrams (found in about half the passages) first, as seen in the first
+    # passages; the order only decides how soon pairs are ruled out, never a verdict.
+    column = _scratch(1, int(taken[-1]) + 1, np.intp)
+    column[taken] = _arange(n_tokens)
+    sample = min(n, _SAMPLE_PASSAGES)
+    seen = column.take(slots[: int(sizes[:sample].sum())])
+    frequency = np.bincount(seen, minlength=n_tokens)
+    telling = np.abs(2 * frequency - sample).astype(np.uint8)  # 0 .. 64: a radix sort
+    column[taken.take(np.argsort(telling, kind="stable"))] = _arange(n_tokens)
+    # Flat incidence positions: row * width + column, the row offsets by a running sum.
+    flat = _scratch(3, total, np.intp)
+    flat.fill(0)
+    starts = np.cumsum(sizes)[:-1]
+    if sizes.all():
+        flat[starts] = width
+    else:
+        np.add.at(flat, starts[starts < total], width)  # empty passages share a start
+    np.cumsum(flat, out=flat)
+    flat += column.take(slots, out=_scratch(2, total, np.intp), mode="clip")
+    incidence = _scratch(4, n * width, np.bool_)
+    incidence.fill(False)
+    incidence[flat] = True
+    words = np.ascontiguousarray(np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64).T)
+    # Passages in order of most bigrams beyond the first word: then min(outside_i, outside_j) is
+    # outside_j for i < j, and the first bound is one comparison per pair (upper triangle).
+    kind: type[np.signedinteger[Any]] = np.int16 if int(sizes.max()) < 1600 else np.int32
+    order = np.argsort(np.bitwise_count(words[0]) - sizes, kind="stable")
+    words = words.take(order, axis=1)
+    size: npt.NDArray[np.signedinteger[Any]] = sizes.take(order).astype(kind)
+    # outside[w, i]: 20 times passage i's bigrams beyond word w; need: 9 * |A|.
+    outside: npt.NDArray[np.signedinteger[Any]] = 20 * (size - np.cumsum(np.bitwise_count(words), axis=0, dtype=kind))
+    need: npt.NDArray[np.signedinteger[Any]] = 9 * size
+    word = words[0]
+    pair_and = np.bitwise_and(word[:, None], word[None, :], out=_scratch(5, n * n, np.uint64).reshape(n, n))
+    first = np.bitwise_count(pair_and, out=_scratch(6, n * n, np.uint8).reshape(n, n))
+    bound = np.multiply(first, 20, out=_scratch(7, n * n, kind).reshape(n, n), dtype=kind)
+    other = np.add(need[:, None], need[None, :] - outside[0][None, :], out=_scratch(8, n * n, kind).reshape(n, n))
+    possible = np.greater_equal(bound, other, out=_scratch(9, n * n, np.bool_).reshape(n, n))
+    possible &= _upper_triangle(n)
+    pairs = np.flatnonzero(possible)
+    left, right = np.divmod(pairs, n)
+    counted = first.reshape(-1).take(pairs).astype(np.int32)
+    w = 1
+    while w < min(words.shape[0], _BOUND_WORDS) and left.size > _FEW_PAIRS:
+        counted += np.bitwise_count(words[w].take(left) & words[w].take(right))
+        bound = 20 * counted + np.minimum(outside[w].take(left), outside[w].take(right))
+        keep = np.flatnonzero(bound >= need.take(left) + need.take(right))
+        left, right, counted = left.take(keep), right.take(keep), counted.take(keep)
+        w += 1
+    if left.size:
+        if w < words.shape[0]:
+            rest = words[w:]
+            both = np.bitwise_and(rest.take(left, axis=1), rest.take(right, axis=1))
+            counted = counted + np.bitwise_count(both).sum(axis=0, dtype=np.int32)
+        denom = size.take(left).astype(np.float64) + size.take(right)
+        with np.errstate(divide="ignore", invalid="ignore"):  # two empty sets: already a match
+            verdict = 2.0 * counted / denom >= NEAR_DUPLICATE_DICE_THRESHOLD
+        left, right = order.take(left[verdict]), order.take(right[verdict])
+        matches[left, right] = True
+        matches[right, left] = True
     return matches
 
 
@@ -124,6 +330,22 @@ def _shared_counts(
 
 def survivor_walk(matches: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
     """For passages in fused order: ``-1`` if kept, else the index of the first kept match."""
+    n = matches.shape[0]
+    # Strictly lower triangle (earlier passages only), row by row.
+    pairs = np.flatnonzero(np.logical_and(matches, _upper_triangle(n).T))
+    if pairs.size > 4 * n:
+        return _survivor_walk_rows(matches)
+    later, earlier = np.divmod(pairs, n)
+    # Matching pairs in row order: each passage's earlier matches come after every pair of the
+    # passages before it, whose fate is therefore settled.
+    duplicate_of = [-1] * n
+    for i, j in zip(later.tolist(), earlier.tolist(), strict=True):
+        if duplicate_of[i] < 0 and duplicate_of[j] < 0:
+            duplicate_of[i] = j
+    return np.array(duplicate_of, dtype=np.int64)
+
+
+def _survivor_walk_rows(matches: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
     n = matches.shape[0]
     duplicate_of = np.full(n, -1, dtype=np.int64)
     kept = np.zeros(n, dtype=np.bool_)
