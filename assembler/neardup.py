@@ -448,29 +448,27 @@ def duplicate_positions(
     for first in range(0, starts.size, pools_per_block):
         b_starts, b_lengths = starts[first : first + pools_per_block], lengths[first : first + pools_per_block]
         lo, hi = int(b_starts[0]), int(b_starts[-1] + b_lengths[-1])
-        rows, codes = batch_bigram_codes([normalize_entry(text) for text in texts[lo:hi]])
-        sizes = np.bincount(rows, minlength=hi - lo)
+        normalized = [normalize_entry(text) for text in texts[lo:hi]]
         small = (b_lengths >= 2) & (b_lengths <= _SMALL_POOL)
         if small.any():
+            in_small = np.repeat(small, b_lengths)
+            rows, codes = batch_bigram_codes([text for text, keep in zip(normalized, in_small, strict=True) if keep])
             pool_of = np.repeat(np.cumsum(small) - 1, b_lengths)
             local_of = np.arange(hi - lo) - np.repeat(b_starts - lo, b_lengths)
-            in_small = np.repeat(small, b_lengths)
-            keep_rows = in_small[rows]
             local_dup = _batched_small_pools(
                 pool_of[in_small],
                 local_of[in_small],
-                sizes[in_small],
-                np.cumsum(in_small)[rows[keep_rows]] - 1,
-                codes[keep_rows],
+                np.bincount(rows, minlength=int(in_small.sum())),
+                rows,
+                codes,
                 int(b_lengths[small].max()),
             )
             base = (np.arange(hi - lo) - local_of)[in_small]
             result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup + lo)
-        bounds = np.searchsorted(rows, np.arange(hi - lo + 1))
+        # A large pool's sets one text at a time: many small sorts beat one sort of the block.
         for start, length in zip(b_starts[b_lengths > _SMALL_POOL], b_lengths[b_lengths > _SMALL_POOL], strict=True):
-            local = start - lo
-            sets = [codes[bounds[i] : bounds[i + 1]] for i in range(local, local + length)]
-            walk = survivor_walk(dice_matches(sets))
+            local = int(start - lo)
+            walk = survivor_walk(dice_matches([bigram_codes(text) for text in normalized[local : local + length]]))
             result[start : start + length] = np.where(walk < 0, -1, walk + start)
     return result
 

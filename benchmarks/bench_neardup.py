@@ -6,8 +6,9 @@ Pools of 10, 50, 100 and 200 passages, English and Japanese texts of 150 to 600 
 Two groups per pool:
 
 * ``from texts``: normalization, bigram sets and the survivor walk included (what one query's
-  passages cost): ``near_duplicate_reference(texts)`` against ``normalize_entry`` +
-  ``bigram_codes`` + ``dice_matches`` + ``survivor_walk``.
+  passages cost): ``near_duplicate_reference(texts)`` against ``duplicate_positions``, the
+  pipeline's own entry point (``normalize_entry``, ``bigram_codes``, ``dice_matches``,
+  ``survivor_walk``).
 * ``pairwise``: bigram sets prepared beforehand, only the verdicts and the walk: the reference
   loop (Python sets, the size-bound shortcut, first kept match wins) against ``dice_matches``
   (``auto``, ``dense``, ``sparse``) + ``survivor_walk``.
@@ -35,7 +36,14 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
-from assembler.neardup import NEAR_DUPLICATE_DICE_THRESHOLD, bigram_codes, dice_matches, normalize_entry, survivor_walk
+from assembler.neardup import (
+    NEAR_DUPLICATE_DICE_THRESHOLD,
+    bigram_codes,
+    dice_matches,
+    duplicate_positions,
+    normalize_entry,
+    survivor_walk,
+)
 from benchmarks.pools import generate_texts
 from benchmarks.reference import bigrams, is_near_duplicate, near_duplicate_reference, reference_walk
 from benchmarks.reference import normalize_entry as reference_normalize
@@ -58,7 +66,8 @@ def _pool_id(lang: str, n: int, dup_rate: float) -> str:
 
 
 def vectorized_from_texts(texts: list[str]) -> npt.NDArray[np.int64]:
-    return survivor_walk(dice_matches([bigram_codes(normalize_entry(t)) for t in texts]))
+    """The pipeline's own entry point for one pool (``-1`` or the duplicated position)."""
+    return duplicate_positions(np.zeros(len(texts), dtype=np.int64), texts)
 
 
 def symbol_strings(codes: list[Codes]) -> list[str]:
