@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from assembler.assess import fixed_clock, run_assess
+from assembler.engines.pool import usable_cpus
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.evaluate.cli import add_evaluate_parser
 from assembler.explain import render_explanation
@@ -88,7 +89,9 @@ def _engine(args: argparse.Namespace) -> Callable[..., RunSummary]:
     if args.engine == "local":
         if args.ray_address is not None:
             raise UsageError("--ray-address needs --engine ray")
-        return run_assembly
+        return partial(run_assembly, workers=args.workers)  # None: one per usable CPU
+    if args.workers is not None:
+        raise UsageError("--workers is for --engine local (with --engine ray, the Ray instance's CPUs work)")
     from assembler.engines.ray import run_ray_assembly
 
     return partial(run_ray_assembly, address=args.ray_address)
@@ -197,6 +200,13 @@ def _parser() -> argparse.ArgumentParser:
         "--engine", choices=("local", "ray"), default="local", help="local (default) or ray: Ray Data, docs/scaling.md"
     )
     assemble.add_argument("--ray-address", metavar="ADDRESS", help="join this Ray cluster (default: start a local one)")
+    assemble.add_argument(
+        "--workers",
+        type=_positive,
+        metavar="N",
+        help=f"--engine local: processes assembling chunks (default: one per usable CPU, {usable_cpus()} here; "
+        "1 = this process only, and always with a reranker); a pool starts only for a second chunk",
+    )
     _budget_flags(assemble)
     errors_flags(assemble)
     add_rerank_flags(assemble)

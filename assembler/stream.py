@@ -3,7 +3,9 @@
 Memory is bounded by ``chunk_size`` queries (plus the set of query ids seen, needed to reject a
 duplicate anywhere in the input). On a bad record the run either stops (``on_error="stop"``: an
 :class:`~assembler.errors.InputError`, nothing written) or sets the record aside with its reason in
-an errors file (``on_error="skip"``) and goes on, so nothing is lost.
+an errors file (``on_error="skip"``) and goes on, so nothing is lost. With ``workers`` > 1 the
+chunks are assembled by a process pool and written in input order (``assembler.engines.pool``):
+the same bytes, errors and counts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler import wire
-from assembler.arrow import assemble_table, packages_table, read_tables, rejected_entries
+from assembler.arrow import assemble_table, packages_table, read_tables, rejected_entries, summary_counts
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.io import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA, AtomicFile, RawRecord, is_parquet, package_line, read_raw
 from assembler.lanes import LANE_NAMES, LaneRecord, parse_record
@@ -27,12 +29,24 @@ from assembler.pipeline import REASONS, BatchResult
 from assembler.policy import CONTRACT, SelectionPolicy
 from assembler.reorder import Reranker
 
-__all__ = ["OnError", "PackageSink", "Rejects", "RunSummary", "convert", "iter_records", "run_assembly", "run_outputs"]
+__all__ = [
+    "DUPLICATE_RULE",
+    "OnError",
+    "PackageSink",
+    "Rejects",
+    "RunSummary",
+    "convert",
+    "iter_records",
+    "package_lines",
+    "run_assembly",
+    "run_outputs",
+]
 
 OnError = Literal["stop", "skip"]
 # Measured: 256 typical queries per chunk peak at ~0.4 GB RSS and run faster than 2048 (1.2 GB);
 # see docs/performance.md.
 DEFAULT_CHUNK_SIZE = 256
+DUPLICATE_RULE = "duplicate query_id (each query may appear once in the input)"
 
 
 @dataclass
@@ -55,6 +69,15 @@ class RunSummary:
             f"omitted {sum(self.omitted.values())} ({omitted}), {self.search_limit_cuts} search-limit cuts, "
             f"{self.rejected} rejected; {rate:,.0f} queries/s"
         )
+
+    def add_packages(self, packages: pa.Table) -> None:
+        """Count the packages of a ``PACKAGE_SCHEMA`` table (or of its summary columns alone)."""
+        counts = summary_counts(packages)
+        self.queries += packages.num_rows
+        self.items += counts["items_used"]
+        self.search_limit_cuts += counts["search_limit_cuts"]
+        for reason in REASONS:
+            self.omitted[reason] += counts[f"omitted_{reason}"]
 
 
 class Rejects:
@@ -117,17 +140,20 @@ def iter_records(
         if record.query_id in seen:
             reject(
                 raw,
-                RecordError(
-                    raw.file,
-                    raw.line,
-                    record.query_id,
-                    "query_id",
-                    "duplicate query_id (each query may appear once in the input)",
-                ),
+                RecordError(raw.file, raw.line, record.query_id, "query_id", DUPLICATE_RULE),
             )
             continue
         seen.add(record.query_id)
         yield raw, record
+
+
+def package_lines(result: BatchResult, assess: bool = False) -> list[str]:
+    """The JSON Lines output of a batch, one line per package (``assess``: with its assessment)."""
+    if assess:
+        from assembler.assess.packages import assessed_line, assessment_texts  # lazy: assess imports stream
+
+        return list(map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages)))
+    return list(map(package_line, result.query_ids, result.packages))
 
 
 class PackageSink:
@@ -137,16 +163,14 @@ class PackageSink:
         self.writer = pq.ParquetWriter(out.write_path, PACKAGE_SCHEMA) if parquet else None
 
     def write(self, result: BatchResult) -> None:
-        if self.writer is None and self.assess:
-            from assembler.assess.packages import assessed_line, assessment_texts  # lazy: assess imports stream
-
-            lines = map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages))
-            self.out.handle.write("".join(lines))
-            return
         if self.writer is None:
-            self.out.handle.write("".join(map(package_line, result.query_ids, result.packages)))
+            self.out.handle.write("".join(package_lines(result, self.assess)))
             return
         self.writer.write_table(packages_table(result))
+
+    def write_text(self, text: str) -> None:
+        """Write JSON Lines output already rendered (the process pool's chunks)."""
+        self.out.handle.write(text)
 
     def write_table(self, packages: pa.Table) -> None:
         """Write a ``PACKAGE_SCHEMA`` table (the Ray engine's blocks)."""
@@ -174,6 +198,7 @@ def run_assembly(
     progress: Callable[[int], None] | None = None,
     assess: bool = False,
     reranker: Reranker | None = None,
+    workers: int | None = 1,
 ) -> RunSummary:
     """Assemble every record of ``inputs`` into ``output``; return the run's counts.
 
@@ -181,7 +206,12 @@ def run_assembly(
     is left. With ``"skip"`` rejected records go to ``errors_path`` with their reasons.
     ``assess`` adds an ``assessment`` object beside each package (JSON Lines output only).
     ``reranker`` reorders the survivors of every query that asks for a rerank (section 11).
+    ``workers``: processes assembling chunks; 1 (default) assembles in this process, N > 1 starts
+    a pool of N once the input holds a second chunk (``assembler.engines.pool``: same output),
+    ``None`` means one per usable CPU (one only with a ``reranker``, which cannot go to a pool).
+    The workers are spawned: a script using them needs the ``if __name__ == "__main__":`` guard.
     """
+    workers = _worker_count(workers, reranker)
     summary = RunSummary()
     started = time.perf_counter()
     parquet = output_format == "parquet"
@@ -189,24 +219,60 @@ def run_assembly(
         raise UsageError("--assess writes JSON Lines only; it cannot be combined with Parquet output")
     with run_outputs(output, parquet, on_error, errors_path) as (out, rejects):
         sink = PackageSink(out, parquet, assess)
+        seen: set[str] = set()  # query ids of earlier chunks
+
+        def assemble_here(table: pa.Table) -> None:
+            assembled = assemble_table(
+                table, overrides=overrides, policy=policy, on_error=on_error, seen=seen, reranker=reranker
+            )
+            for raw, error in rejected_entries(assembled.rejected):
+                rejects.reject(raw, error)
+            result = assembled.batch
+            sink.write(result)
+            _count(summary, result)
+            if progress is not None:
+                progress(len(result.packages))
+
         try:
-            seen: set[str] = set()  # query ids of earlier chunks
-            for table in read_tables(inputs, chunk_size):
-                assembled = assemble_table(
-                    table, overrides=overrides, policy=policy, on_error=on_error, seen=seen, reranker=reranker
+            tables = read_tables(inputs, chunk_size)
+            if workers == 1:
+                for table in tables:
+                    assemble_here(table)
+            else:
+                from assembler.engines.pool import ChunkJob, run_pooled  # the pool imports this module
+
+                job = ChunkJob.of(overrides, policy, on_error=on_error, parquet=parquet, assess=assess)
+                run_pooled(
+                    tables,
+                    workers=workers,
+                    job=job,
+                    in_process=assemble_here,
+                    seen=seen,
+                    sink=sink,
+                    rejects=rejects,
+                    summary=summary,
+                    progress=progress,
                 )
-                for raw, error in rejected_entries(assembled.rejected):
-                    rejects.reject(raw, error)
-                result = assembled.batch
-                sink.write(result)
-                _count(summary, result)
-                if progress is not None:
-                    progress(len(result.packages))
         finally:
             sink.close()
     summary.rejected = rejects.count
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _worker_count(workers: int | None, reranker: Reranker | None) -> int:
+    if workers is None:
+        from assembler.engines.pool import usable_cpus
+
+        return 1 if reranker is not None else usable_cpus()
+    if workers < 1:
+        raise UsageError(f"workers must be at least 1, got {workers}")
+    if workers > 1 and reranker is not None:
+        raise UsageError(
+            "--workers above 1 cannot be combined with a reranker (one HTTP client and circuit breaker "
+            "serve the whole run); use --workers 1"
+        )
+    return workers
 
 
 def _count(summary: RunSummary, result: BatchResult) -> None:

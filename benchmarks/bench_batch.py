@@ -9,7 +9,9 @@ Two ways in, the same work on both sides:
 * ``parsed``: the records as parsed dicts; ``assemble_batch(records)`` against
   ``[assemble_reference(r) for r in records]``.
 * ``file``: a JSON Lines file in, a JSON Lines file out; ``assembler assemble IN -o OUT`` (a
-  subprocess, interpreter start included), ``run_assembly`` in this process, and the reference
+  subprocess, interpreter start included) with its default of a worker process per usable CPU
+  (``cli``) and with ``--workers 1`` (``cli-1-worker``), ``run_assembly`` in this process (one
+  worker, its default), and the reference
   reading and writing the files itself (``python -m benchmarks.harness reference IN -o OUT``).
 
 One round each (a run is seconds to minutes). Outputs are asserted byte-identical to the
@@ -101,7 +103,7 @@ def test_parsed(benchmark: Any, request: pytest.FixtureRequest, profile: str, im
     _compare("parsed", profile, impl, packages)
 
 
-@pytest.mark.parametrize("impl", ["reference", "cli", "run_assembly"])
+@pytest.mark.parametrize("impl", ["reference", "cli", "cli-1-worker", "run_assembly"])
 @pytest.mark.parametrize("profile", PROFILES)
 def test_file(benchmark: Any, request: pytest.FixtureRequest, scratch: Path, profile: str, impl: str) -> None:
     source = file_for(request.config, profile, scratch)
@@ -114,7 +116,10 @@ def test_file(benchmark: Any, request: pytest.FixtureRequest, scratch: Path, pro
             run_assembly([str(source)], str(output))
 
     else:
-        command = (reference_command if impl == "reference" else cli_command)([str(source)], str(output))
+        if impl == "reference":
+            command = reference_command([str(source)], str(output))
+        else:  # the command's default (a worker per usable CPU) or one process
+            command = cli_command([str(source)], str(output), workers=1 if impl == "cli-1-worker" else None)
 
         def run() -> None:
             measured = run_measured(command)

@@ -115,11 +115,16 @@ def run_measured(command: Sequence[str], *, sample_every: float = 0.1) -> Measur
     return Measured(seconds, peak, proc.returncode, stderr, samples, cpu)
 
 
-def cli_command(inputs: Sequence[str], output: str, *, chunk_size: int | None = None) -> list[str]:
-    """``assembler assemble INPUTS -o OUTPUT -q`` with this interpreter."""
+def cli_command(
+    inputs: Sequence[str], output: str, *, chunk_size: int | None = None, workers: int | None = None
+) -> list[str]:
+    """``assembler assemble INPUTS -o OUTPUT -q`` with this interpreter (``workers``: ``--workers``;
+    without it the command's default, one process per usable CPU)."""
     command = [sys.executable, "-m", "assembler", "assemble", *inputs, "-o", output, "-q"]
     if chunk_size is not None:
         command += ["--chunk-size", str(chunk_size)]
+    if workers is not None:
+        command += ["--workers", str(workers)]
     return command
 
 

@@ -57,7 +57,12 @@ def targets(perf: Path) -> list[str]:
             ("typical pools, 10,000 queries", "typical", 50),
             ("worst-case pools, 1,000 queries", "worst", 30),
         ):
-            ways = (("parsed dicts", "assemble_batch"), ("file in/out", "cli"), ("file in/out", "run_assembly"))
+            ways = (
+                ("parsed dicts", "assemble_batch"),
+                ("file in/out", "cli"),
+                ("file in/out", "cli-1-worker"),
+                ("file in/out", "run_assembly"),
+            )
             for way, impl in ways:
                 for r in _rows(ratios, f"end to end, {way}, {prefix}", impl):
                     cpu = f"; CPU-time ratio {r['cpu_speedup']:.1f}x" if "cpu_speedup" in r else ""

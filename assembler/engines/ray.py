@@ -29,12 +29,19 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assembler.arrow import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts, summary_counts
+from assembler.arrow import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts
 from assembler.errors import RecordError, UsageError
 from assembler.io import PACKAGE_SCHEMA, RawRecord, is_parquet, jsonl_lines
-from assembler.pipeline import REASONS
 from assembler.policy import CONTRACT, SelectionPolicy
-from assembler.stream import DEFAULT_CHUNK_SIZE, OnError, PackageSink, Rejects, RunSummary, run_outputs
+from assembler.stream import (
+    DEFAULT_CHUNK_SIZE,
+    DUPLICATE_RULE,
+    OnError,
+    PackageSink,
+    Rejects,
+    RunSummary,
+    run_outputs,
+)
 
 if TYPE_CHECKING:
     from ray.data import Dataset
@@ -47,7 +54,6 @@ FILE_INDEX = "file_index"
 LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 """With this set to ``0`` before Ray is imported, a local instance listens on 127.0.0.1 only."""
 BatchHook = Callable[[pa.Table], None]
-_DUPLICATE_RULE = "duplicate query_id (each query may appear once in the input)"
 _ERROR_COLUMNS = ("field", "rule", "record")
 _BLOCK_SCHEMA = pa.schema(
     [
@@ -419,7 +425,7 @@ def _drain(
             keep = _take_rejects(block, keys, files, seen, rejects, texts)
             packages = block.filter(pa.array(keep, pa.bool_())).select(PACKAGE_SCHEMA.names)
             sink.write_table(packages)
-            _count(summary, packages)
+            summary.add_packages(packages)
             if progress is not None:
                 progress(packages.num_rows)
     return rows
@@ -445,7 +451,7 @@ def _take_rejects(
             rejects.reject(RawRecord(name, line, None, text), RecordError(name, line, query_id, field, rule))
             keep.append(False)
         elif query_id in seen:
-            error = RecordError(name, line, query_id, "query_id", _DUPLICATE_RULE)
+            error = RecordError(name, line, query_id, "query_id", DUPLICATE_RULE)
             text = texts.text(file_index, line) if rejects.on_error == "skip" else ""
             rejects.reject(RawRecord(name, line, None, text), error)
             keep.append(False)
@@ -453,15 +459,6 @@ def _take_rejects(
             seen.add(query_id)
             keep.append(True)
     return keep
-
-
-def _count(summary: RunSummary, packages: pa.Table) -> None:
-    counts = summary_counts(packages)
-    summary.queries += packages.num_rows
-    summary.items += counts["items_used"]
-    summary.search_limit_cuts += counts["search_limit_cuts"]
-    for reason in REASONS:
-        summary.omitted[reason] += counts[f"omitted_{reason}"]
 
 
 class _RecordTexts:
