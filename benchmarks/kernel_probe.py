@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -21,17 +20,8 @@ import numpy as np
 from assembler import neardup
 from assembler.neardup import bigram_codes, dice_matches, normalize_entry, survivor_walk
 from benchmarks.bench_neardup import DUP_RATES, LANGS, get_pool
+from benchmarks.bounds import fastest
 from benchmarks.reference import reference_walk
-
-
-def fastest(fn: Callable[[], object], rounds: int) -> float:
-    """The fastest of ``rounds`` calls, CPU seconds."""
-    best = float("inf")
-    for _ in range(rounds):
-        start = time.process_time()
-        fn()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def faults_per_call(fn: Callable[[], object], calls: int) -> float:
