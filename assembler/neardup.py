@@ -24,6 +24,7 @@ __all__ = [
     "bigram_codes",
     "dice_matches",
     "normalize_entry",
+    "pool_matches",
     "suppress",
     "survivor_walk",
 ]
@@ -208,6 +209,9 @@ def _bitset_matches(codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64])
     are compared in integers. Pairs that survive every bound are counted over all
     words and judged by the contract's own float expression. ``None`` when the pool has more
     distinct bigrams than ``_BITSET_MAX_WIDTH``.
+
+    ``codes`` holds each passage's bigrams in turn, ``sizes`` how many; a passage may repeat a
+    bigram (its set is what the bitset holds, its set size the bitset's popcount).
     """
     n = sizes.size
     matches = np.zeros((n, n), dtype=np.bool_)
@@ -246,6 +250,7 @@ def _bitset_matches(codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64])
     incidence.fill(False)
     incidence[flat] = True
     words = np.ascontiguousarray(np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64).T)
+    sizes = np.bitwise_count(words).sum(axis=0, dtype=np.int64)  # set sizes: repeats counted once
     # Passages in order of most bigrams beyond the first word: then min(outside_i, outside_j) is
     # outside_j for i < j, and the first bound is one comparison per pair (upper triangle).
     kind: type[np.signedinteger[Any]] = np.int16 if int(sizes.max()) < 1600 else np.int32
@@ -284,6 +289,35 @@ def _bitset_matches(codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64])
         matches[left, right] = True
         matches[right, left] = True
     return matches
+
+
+def pool_matches(normalized: Sequence[str]) -> npt.NDArray[np.bool_]:
+    """:func:`dice_matches` of one pool's normalized texts, the bigrams taken all at once.
+
+    No per-text set: every text's bigrams (repeats included) go to the bitset kernel, which
+    keeps sets. Falls back to :func:`dice_matches` over :func:`bigram_codes` where the kernel does
+    not apply (a pool too large or too varied for bitsets).
+    """
+    n = len(normalized)
+    lengths = np.fromiter(map(len, normalized), dtype=np.int64, count=n)
+    counts = np.maximum(lengths - 1, 0) + (lengths == 1)  # a one-code-point text: one pair with itself
+    if 0 < n <= _BITSET_MAX_PASSAGES and counts.max() <= _BITSET_MAX_SET:
+        total = int(lengths.sum())
+        points = _scratch(11, total, np.uint64)  # reused buffers: fresh pages cost as much as the work
+        points[:] = np.frombuffer("".join(normalized).encode("utf-32-le"), dtype=np.uint32)
+        pairs = np.left_shift(points, np.uint64(21), out=_scratch(12, total, np.uint64))
+        pairs[:-1] |= points[1:]
+        starts = np.cumsum(lengths) - lengths
+        single = starts[lengths == 1]
+        pairs[single] = (points[single] << np.uint64(21)) | points[single]
+        keep = _scratch(13, total, np.bool_)
+        keep.fill(True)
+        keep[(starts + lengths - 1)[lengths > 1]] = False  # a text's last code point starts no pair
+        codes = np.compress(keep, pairs, out=_scratch(14, int(counts.sum()), np.uint64))
+        verdicts = _bitset_matches(codes, counts)
+        if verdicts is not None:
+            return verdicts
+    return dice_matches([bigram_codes(text) for text in normalized])
 
 
 def _pairs_within_groups(
@@ -465,10 +499,10 @@ def duplicate_positions(
             )
             base = (np.arange(hi - lo) - local_of)[in_small]
             result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup + lo)
-        # A large pool's sets one text at a time: many small sorts beat one sort of the block.
+        # A large pool on its own: its bigrams need no sort (pool_matches).
         for start, length in zip(b_starts[b_lengths > _SMALL_POOL], b_lengths[b_lengths > _SMALL_POOL], strict=True):
             local = int(start - lo)
-            walk = survivor_walk(dice_matches([bigram_codes(text) for text in normalized[local : local + length]]))
+            walk = survivor_walk(pool_matches(normalized[local : local + length]))
             result[start : start + length] = np.where(walk < 0, -1, walk + start)
     return result
 

@@ -115,6 +115,25 @@ def test_batched_pools_equal_one_plain_walk_per_pool(pools: list[list[str]], max
 # --- the bitset kernel (``dice_matches`` auto) and the fast paths of normalization and the walk ---
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=40))
+def test_pool_matches_equal_the_plain_set_rule(texts: list[str]) -> None:
+    """A large pool's bigrams go to the kernel unsorted, repeats included: the verdicts are still
+    the set rule's."""
+    matrix = neardup.pool_matches([normalize_entry(t) for t in texts])
+    for i, a in enumerate(texts):
+        for j, b in enumerate(texts):
+            if i != j:
+                assert bool(matrix[i, j]) == plain_match(a, b)
+
+
+def test_pool_matches_count_a_repeated_bigram_once() -> None:
+    texts = ["abababab", "abab", "ba", "a", "", "aa", "aaaa", "", "b"]
+    matrix = neardup.pool_matches(texts)
+    assert matrix.tolist() == verdicts(texts).tolist()
+    assert matrix[0, 1] and matrix[5, 6] and matrix[4, 7]  # {ab, ba} twice; {aa} twice; two empty texts
+
+
 def test_integer_threshold_equals_the_float_rule() -> None:
     """The kernel's bounds compare ``20 * s >= 9 * d``; the least such ``s`` is the float rule's."""
     d = np.arange(1, 1 << 22, dtype=np.int64)

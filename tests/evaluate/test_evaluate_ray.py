@@ -27,6 +27,7 @@ def test_ray_engine_scores_every_case_exactly_as_the_local_engine(tmp_path: Path
     local = run(tmp_path)
     ray = run(tmp_path, "--engine", "ray", "--policy", "contract")
     assert [c["passage"]["hits"] for c in ray["cases"]] == [c["passage"]["hits"] for c in local["cases"]]
+
     def evidence(artifact: dict[str, Any]) -> list[dict[str, Any]]:
         return [{k: v for k, v in c["evidence"].items() if k != "latency_ms"} for c in artifact["cases"]]
 
