@@ -140,6 +140,8 @@ def passages_lead(survivors: pl.DataFrame, citations: pl.DataFrame, lag: int | N
     evidence) follows ``lag`` places behind, the rest of the facts and the community summaries come
     after every passage. Each kind keeps its fused order. ``lag=None`` puts every fact after every
     passage."""
+    if lag is None:
+        return survivors.sort("q", pl.col("kind") != "passage", "fused_rank")
     adds = (
         _cited_locators(survivors, citations)
         .filter(pl.col("passage_rank").is_null())
@@ -148,14 +150,10 @@ def passages_lead(survivors: pl.DataFrame, citations: pl.DataFrame, lag: int | N
         .with_columns(adds=pl.lit(True))
     )
     marked = survivors.join(adds, on=["q", "fused_rank"], how="left").with_columns(
-        tier=pl.when(pl.col("kind") == "passage")
-        .then(0)
-        .when(pl.col("adds").fill_null(False) & pl.lit(lag is not None))
-        .then(1)
-        .otherwise(2)
+        tier=pl.when(pl.col("kind") == "passage").then(0).when(pl.col("adds").fill_null(False)).then(1).otherwise(2)
     )
     marked = marked.sort("q", "fused_rank").with_columns(
-        slot=pl.int_range(1, pl.len() + 1).over("q", "tier") + pl.when(pl.col("tier") == 1).then(lag or 0).otherwise(0)
+        slot=pl.int_range(1, pl.len() + 1).over("q", "tier") + pl.when(pl.col("tier") == 1).then(lag).otherwise(0)
     )
     return marked.sort("q", pl.col("tier") == 2, "slot", "tier", "fused_rank").drop("adds", "tier", "slot")
 
