@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from assembler.reorder import Reranker
 
 __all__ = [
+    "DEFAULT_CHUNK_BYTES",
     "JSON_LINE",
     "REJECTED_SCHEMA",
     "SOURCE_FILE",
@@ -53,6 +54,11 @@ __all__ = [
 ]
 
 JSON_LINE = "json_line"
+DEFAULT_CHUNK_BYTES = 4 * 2**20
+"""A JSON Lines chunk also ends once it holds this many bytes of lines: a chunk in memory takes
+about twenty times its text, so 256 records of 200 passages (50 MB of JSON) would hold a
+gigabyte. 4 MiB ends a chunk of typical records (about 17.5 kB each) near 240 queries, and measured
+fastest with two workers on records of 200 passages (docs/performance.md, "Memory")."""
 SOURCE_FILE = "source_file"
 SOURCE_LINE = "source_line"
 _SOURCE_COLUMNS = (SOURCE_FILE, SOURCE_LINE)
@@ -214,12 +220,14 @@ def file_tables(
     rows: int,
     first_line: int = 1,
     row_groups: Sequence[int] | None = None,
+    max_bytes: int | None = None,
 ) -> Iterator[pa.Table]:
     """One input file as input tables of at most ``rows`` rows, each row named ``name`` + line/row.
 
     JSON Lines gives the ``json_line`` form (blank lines dropped, line numbers kept), Parquet the
     lane-dump columns of the file. The same rules as :func:`assembler.io.read_raw`. A part of a
     file is read by giving the line (or row) it starts at, and for Parquet its ``row_groups``.
+    With ``max_bytes`` a JSON Lines table also ends at the line that reaches that many bytes.
     """
     if parquet:
         try:
@@ -234,12 +242,14 @@ def file_tables(
         return
     numbers: list[int] = []
     lines: list[bytes] = []
+    size = 0
     for number, raw in jsonl_lines(stream):
         numbers.append(number + first_line - 1)
         lines.append(raw)
-        if len(lines) >= rows:
+        size += len(raw)
+        if len(lines) >= rows or (max_bytes is not None and size >= max_bytes):
             yield _with_source(pa.table({JSON_LINE: pa.array(lines, pa.binary())}), name, numbers)
-            numbers, lines = [], []
+            numbers, lines, size = [], [], 0
     if lines:
         yield _with_source(pa.table({JSON_LINE: pa.array(lines, pa.binary())}), name, numbers)
 
@@ -250,36 +260,48 @@ def _with_source(table: pa.Table, name: str, lines: Iterable[int]) -> pa.Table:
     return table.append_column(SOURCE_LINE, pa.array(list(lines), pa.int64()))
 
 
-def read_tables(paths: Sequence[str], rows: int) -> Iterator[pa.Table]:
-    """Every input file in order as input tables of ``rows`` rows (fewer only where the form changes).
+def read_tables(paths: Sequence[str], rows: int, max_bytes: int | None = None) -> Iterator[pa.Table]:
+    """Every input file in order as input tables of ``rows`` rows (fewer only where the form changes,
+    or, with ``max_bytes``, where a JSON Lines table reaches that many bytes of lines).
 
     ``-`` is standard input (JSON Lines). Consecutive tables of one schema are joined across files.
     """
     pending: list[pa.Table] = []
-    count = 0
-    for table in _file_tables_of(paths, rows):
+    count = size = 0
+    for table in _file_tables_of(paths, rows, max_bytes):
         if pending and table.schema != pending[0].schema:
             yield pa.concat_tables(pending)
-            pending, count = [], 0
+            pending, count, size = [], 0, 0
         pending.append(table)
         count += table.num_rows
+        size += _line_bytes(table)
+        if count < rows and max_bytes is not None and size >= max_bytes:
+            yield pa.concat_tables(pending)
+            pending, count, size = [], 0, 0
         while count >= rows:
             joined = pa.concat_tables(pending)
             yield joined.slice(0, rows)
             rest = joined.slice(rows)
-            pending, count = ([rest] if rest.num_rows else []), rest.num_rows
+            pending, count, size = ([rest] if rest.num_rows else []), rest.num_rows, _line_bytes(rest)
     if pending:
         yield pa.concat_tables(pending)
 
 
-def _file_tables_of(paths: Sequence[str], rows: int) -> Iterator[pa.Table]:
+def _line_bytes(table: pa.Table) -> int:
+    """Bytes of the JSON Lines of a ``json_line`` table (0 for the Parquet form: bounded by rows only)."""
+    if JSON_LINE not in table.column_names or table.num_rows == 0:
+        return 0
+    return int(pc.sum(pc.binary_length(table.column(JSON_LINE))).as_py() or 0)
+
+
+def _file_tables_of(paths: Sequence[str], rows: int, max_bytes: int | None) -> Iterator[pa.Table]:
     for path in paths:
         if path == "-":
-            yield from file_tables("<stdin>", sys.stdin.buffer, parquet=False, rows=rows)
+            yield from file_tables("<stdin>", sys.stdin.buffer, parquet=False, rows=rows, max_bytes=max_bytes)
             continue
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
         except OSError as exc:
             raise UsageError(f"cannot read {path}: {exc.strerror}") from None
         with handle:
-            yield from file_tables(path, handle, parquet=is_parquet(path), rows=rows)
+            yield from file_tables(path, handle, parquet=is_parquet(path), rows=rows, max_bytes=max_bytes)

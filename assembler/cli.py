@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from assembler.arrow import DEFAULT_CHUNK_BYTES
 from assembler.assess import fixed_clock, run_assess
 from assembler.engines.pool import usable_cpus
 from assembler.errors import InputError, RecordError, UsageError
@@ -89,9 +90,12 @@ def _engine(args: argparse.Namespace) -> Callable[..., RunSummary]:
     if args.engine == "local":
         if args.ray_address is not None:
             raise UsageError("--ray-address needs --engine ray")
-        return partial(run_assembly, workers=args.workers)  # None: one per usable CPU
+        # workers None: one per usable CPU
+        return partial(run_assembly, workers=args.workers, chunk_bytes=args.chunk_bytes or DEFAULT_CHUNK_BYTES)
     if args.workers is not None:
         raise UsageError("--workers is for --engine local (with --engine ray, the Ray instance's CPUs work)")
+    if args.chunk_bytes is not None:
+        raise UsageError("--chunk-bytes is for --engine local (Ray splits the input by --chunk-size)")
     from assembler.engines.ray import run_ray_assembly
 
     return partial(run_ray_assembly, address=args.ray_address)
@@ -200,6 +204,13 @@ def _parser() -> argparse.ArgumentParser:
         "--engine", choices=("local", "ray"), default="local", help="local (default) or ray: Ray Data, docs/scaling.md"
     )
     assemble.add_argument("--ray-address", metavar="ADDRESS", help="join this Ray cluster (default: start a local one)")
+    assemble.add_argument(
+        "--chunk-bytes",
+        type=_positive,
+        metavar="N",
+        help=f"--engine local: a JSON Lines chunk also ends at N bytes of input (default {DEFAULT_CHUNK_BYTES:,}: "
+        "large records make smaller chunks)",
+    )
     assemble.add_argument(
         "--workers",
         type=_positive,

@@ -21,7 +21,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler import wire
-from assembler.arrow import assemble_table, packages_table, read_tables, rejected_entries, summary_counts
+from assembler.arrow import (
+    DEFAULT_CHUNK_BYTES,
+    assemble_table,
+    packages_table,
+    read_tables,
+    rejected_entries,
+    summary_counts,
+)
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.io import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA, AtomicFile, RawRecord, is_parquet, package_line, read_raw
 from assembler.lanes import LANE_NAMES, LaneRecord, parse_record
@@ -199,6 +206,7 @@ def run_assembly(
     assess: bool = False,
     reranker: Reranker | None = None,
     workers: int | None = 1,
+    chunk_bytes: int | None = DEFAULT_CHUNK_BYTES,
 ) -> RunSummary:
     """Assemble every record of ``inputs`` into ``output``; return the run's counts.
 
@@ -206,6 +214,8 @@ def run_assembly(
     is left. With ``"skip"`` rejected records go to ``errors_path`` with their reasons.
     ``assess`` adds an ``assessment`` object beside each package (JSON Lines output only).
     ``reranker`` reorders the survivors of every query that asks for a rerank (section 11).
+    A JSON Lines chunk ends at ``chunk_size`` queries or ``chunk_bytes`` bytes of input, whichever
+    comes first (``None``: queries only), so that records of many passages make smaller chunks.
     ``workers``: processes assembling chunks; 1 (default) assembles in this process, N > 1 starts
     a pool of N once the input holds a second chunk (``assembler.engines.pool``: same output),
     ``None`` means one per usable CPU (one only with a ``reranker``, which cannot go to a pool).
@@ -234,7 +244,7 @@ def run_assembly(
                 progress(len(result.packages))
 
         try:
-            tables = read_tables(inputs, chunk_size)
+            tables = read_tables(inputs, chunk_size, chunk_bytes)
             if workers == 1:
                 for table in tables:
                     assemble_here(table)

@@ -135,6 +135,23 @@ def test_overrides_reach_every_package() -> None:
     assert max(result.packages.column("items_used").to_pylist()) <= 2
 
 
+def test_read_tables_ends_a_chunk_at_max_bytes() -> None:
+    """Records of many passages make smaller chunks: a chunk ends at the line that reaches the bound."""
+    lines = [line for line in SAMPLE.read_bytes().splitlines() if line.strip()]
+    bound = 3 * max(map(len, lines))
+    tables = list(read_tables([str(SAMPLE), str(CONFORMANCE)], 1000, bound))
+    assert len(tables) > 3
+    for table in tables[:-1]:
+        chunk = table.column(JSON_LINE).to_pylist()
+        assert sum(map(len, chunk)) >= bound > sum(map(len, chunk[:-1]))  # closed by the line that reached it
+    read = [line for table in tables for line in table.column(JSON_LINE).to_pylist()]
+    assert read == [
+        line
+        for table in read_tables([str(SAMPLE), str(CONFORMANCE)], 1000)
+        for line in table.column(JSON_LINE).to_pylist()
+    ]
+
+
 def test_read_tables_cuts_even_chunks_across_files(tmp_path: Path) -> None:
     tables = list(read_tables([str(CONFORMANCE), str(SAMPLE), str(CONFORMANCE)], 4))
     sizes = [table.num_rows for table in tables]

@@ -81,6 +81,14 @@ def test_chunk_size_does_not_change_the_output(tmp_path: Path, source: Path) -> 
     assert outputs[1].count(b"\n") == len(source.read_bytes().splitlines())
 
 
+def test_chunk_bytes_do_not_change_the_output(tmp_path: Path) -> None:
+    chunks: list[int] = []
+    run_assembly([str(SAMPLE)], str(tmp_path / "default.jsonl"))
+    run_assembly([str(SAMPLE)], str(tmp_path / "small.jsonl"), chunk_bytes=20_000, progress=chunks.append)
+    assert (tmp_path / "small.jsonl").read_bytes() == (tmp_path / "default.jsonl").read_bytes()
+    assert len(chunks) > 1 and sum(chunks) == 30  # 30 queries in chunks of about 20 kB of input
+
+
 def test_run_summary_counts(tmp_path: Path) -> None:
     summary = run_assembly([str(CONFORMANCE)], str(tmp_path / "out.jsonl"))
     packages = [json.loads(line)["package"] for line in EXPECTED.read_text().splitlines()]
