@@ -1,11 +1,11 @@
 """Streaming batch runs: read in chunks, assemble each chunk, write, account for every record.
 
-Memory is bounded by ``chunk_size`` queries (plus the set of query ids seen, needed to reject a
-duplicate anywhere in the input). On a bad record the run either stops (``on_error="stop"``: an
-:class:`~assembler.errors.InputError`, nothing written) or sets the record aside with its reason in
-an errors file (``on_error="skip"``) and goes on, so nothing is lost. With ``workers`` > 1 the
-chunks are assembled by a process pool and written in input order (``assembler.engines.pool``):
-the same bytes, errors and counts.
+Memory is bounded by the chunk (``chunk_size`` queries or ``chunk_bytes`` of input), plus the set
+of query ids seen, needed to reject a duplicate anywhere in the input. On a bad record the run
+either stops (``on_error="stop"``: an :class:`~assembler.errors.InputError`, nothing written) or
+sets the record aside with its reason in an errors file (``on_error="skip"``) and goes on, so
+nothing is lost. With ``workers`` > 1 the chunks are assembled by a process pool and written in
+input order (``assembler.engines.pool``): the same bytes, errors and counts.
 """
 
 from __future__ import annotations
