@@ -9,12 +9,19 @@ from typing import Any
 import pytest
 
 from assembler import assemble_batch
+from assembler.evaluate.errors import EvaluateError
+from assembler.evaluate.loader import EvalSet, check_limits, load_eval
 from assembler.neardup import normalize_entry
-
-from .evalcheck import EvalFileError, check_eval_file
 
 EVAL = Path(__file__).resolve().parents[2] / "data" / "eval"
 SETS = sorted(p.name for p in EVAL.iterdir() if (p / "eval.jsonl").exists()) if EVAL.exists() else []
+
+
+def check_eval_file(path: Path) -> EvalSet:
+    """The harness's own checks of an eval file (sections 1.1-1.4), as `assembler evaluate` runs them."""
+    evalset = load_eval(str(path))
+    check_limits(evalset)
+    return evalset
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -30,19 +37,13 @@ def test_every_set_is_present() -> None:
 
 @pytest.mark.parametrize("name", SETS)
 def test_eval_file_follows_section_1_rules(name: str) -> None:
-    cases = check_eval_file(EVAL / name / "eval.jsonl")
-    assert all(case["expected_sources"] for case in cases)
-    assert all(all(e.get("relevance", 1) >= 1 for e in case["expected_sources"]) for case in cases)
+    cases = check_eval_file(EVAL / name / "eval.jsonl").cases
+    assert all(case.expected_sources for case in cases)
+    assert all(all(e.relevance >= 1 for e in case.expected_sources) for case in cases)
+    assert len(cases) == len(_jsonl(EVAL / name / "eval.jsonl")) - 1
 
 
-@pytest.mark.parametrize("name", SETS)
-def test_eval_file_loads_in_the_harness(name: str) -> None:
-    loader = pytest.importorskip("assembler.evaluate.loader")
-    evalset = loader.load_eval(str(EVAL / name / "eval.jsonl"))
-    assert len(evalset.cases) == len(_jsonl(EVAL / name / "eval.jsonl")) - 1
-
-
-def test_checker_catches_the_section_1_4_errors(tmp_path: Path) -> None:
+def test_the_check_catches_the_section_1_4_errors(tmp_path: Path) -> None:
     header = '{"taguru_eval":1}\n'
     bad = {
         "": "empty file",
@@ -62,7 +63,7 @@ def test_checker_catches_the_section_1_4_errors(tmp_path: Path) -> None:
     for text, message in bad.items():
         path = tmp_path / "e.jsonl"
         path.write_text(text, encoding="utf-8")
-        with pytest.raises(EvalFileError, match=message):
+        with pytest.raises(EvaluateError, match=message):
             check_eval_file(path)
 
 
