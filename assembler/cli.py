@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
+from assembler.argtypes import integer_at_least
 from assembler.arrow import DEFAULT_CHUNK_BYTES
 from assembler.assess import fixed_clock, run_assess
 from assembler.engines.pool import usable_cpus
@@ -36,14 +37,7 @@ def _budget_flags(parser: argparse.ArgumentParser) -> None:
         group.add_argument(f"--max-{name}", type=_non_negative, metavar="N", dest=f"max_{name}")
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
-    return value
+_non_negative = integer_at_least(0, "must be a non-negative integer")
 
 
 def _positive(text: str) -> int:

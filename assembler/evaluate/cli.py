@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assembler.argtypes import integer_at_least
 from assembler.evaluate.artifact import check_writable, write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
 from assembler.evaluate.corpus import Corpus, load_corpus, preflight
@@ -44,14 +45,7 @@ class _Once(argparse.Action):
         setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"needs a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"needs a positive integer, got {value}")
-    return value
+_positive = integer_at_least(1, "needs a positive integer")
 
 
 def _stderr(lines: Sequence[str]) -> None:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from assembler.argtypes import integer_at_least
 from assembler.errors import UsageError
 from assembler.rerank.config import ENV_API_KEY, ENV_MODEL, ENV_TIMEOUT, ENV_URL, RerankConfig, parse_timeout_secs
 
@@ -33,14 +34,7 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
+_count = integer_at_least(1, "must be a positive integer")
 
 
 def add_rerank_flags(parser: argparse.ArgumentParser) -> None:
