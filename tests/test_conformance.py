@@ -11,7 +11,7 @@ from assembler import assemble_batch
 from assembler.io import package_line
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "conformance"
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance"
+FIXTURES = DATA / "fixtures"  # the shared fixtures, committed verbatim
 RECORDS = [json.loads(line) for line in (DATA / "lanes.jsonl").read_text(encoding="utf-8").splitlines()]
 EXPECTED = (DATA / "expected.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
 IDS = [record["query_id"] for record in RECORDS]
@@ -28,11 +28,10 @@ def test_all_fixtures_in_one_batch_match_each_alone() -> None:
     assert [package_line(q, p) for q, p in zip(result.query_ids, result.packages, strict=True)] == EXPECTED
 
 
-@pytest.mark.skipif(not SHARED.exists(), reason="../shared/conformance is not beside the checkout")
 @pytest.mark.parametrize("query_id", IDS)
 def test_committed_expectation_matches_the_shared_fixture(query_id: str) -> None:
     """data/conformance is a faithful conversion of the shared fixtures (same values)."""
-    fixture = json.loads((SHARED / f"{query_id}.json").read_text(encoding="utf-8"))
+    fixture = json.loads((FIXTURES / f"{query_id}.json").read_text(encoding="utf-8"))
     line = json.loads(EXPECTED[IDS.index(query_id)])
     assert line["package"] == fixture["expected_response"]
 

@@ -20,8 +20,8 @@ from benchmarks.reference import (
     normalize_entry,
 )
 
-# The shared fixtures sit beside the checkout (../shared), for developers and CI alike.
-CONFORMANCE = Path(__file__).resolve().parent.parent.parent / "shared" / "conformance"
+# The five shared fixtures, committed verbatim (data/conformance/SOURCE.md): a clean clone has them.
+CONFORMANCE = Path(__file__).resolve().parent.parent / "data" / "conformance" / "fixtures"
 FIXTURES = sorted(CONFORMANCE.glob("*.json"))
 assert FIXTURES, f"no conformance fixtures found in {CONFORMANCE}"
 STAMP = re.compile(r',"bytes":(\d+),"estimated_tokens":(\d+)')
