@@ -186,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     assemble.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
     assemble.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by extension)")
     assemble.add_argument(
-        "--policy", default="contract", help="selection policy: contract (default), quality, or a quality-no-* ablation"
+        "--policy", default="contract", help="selection policy: contract (default), quality, or a quality ablation"
     )
     assemble.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     assemble.add_argument(

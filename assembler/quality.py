@@ -3,18 +3,24 @@ that lose evidence at equal budget replaced. Opt-in; the contract policy stays t
 
 Every difference from :class:`~assembler.policy.ContractPolicy` lives in this module, and each rule
 can be switched off for ablation (``quality-no-identity``, ``quality-no-passages-first``,
-``quality-no-signs``, ``quality-no-words``, and ``quality-with-tiers`` for rule 5).
-``quality-graph`` is the same policy with rule 2 relaxed for graphs whose facts are statements. The
-decision record, with the measurements behind each rule, is ``docs/policies.md``.
+``quality-facts-last``, ``quality-no-statement-test``, ``quality-no-source-guard``,
+``quality-no-signs``, ``quality-no-words``, and ``quality-with-tiers`` for rule 5). The decision
+record, with the measurements behind each rule, is ``docs/policies.md``.
 
 1. **Evidence identity across kinds.** An association whose every resolved citation is a passage
    already in the pool adds no text the passage does not carry, yet pays for the same paragraph a
    second time (as its citation entry) and takes a second slot. It is omitted with reason
    ``evidence_in_passage``, ``duplicate_of`` naming the passage.
-2. **Passages first.** Every passage is offered before any remaining graph fact or community
-   summary (each kind keeps its fused order), so a fact that cites a paragraph the passage lane did
-   not find fills room the passages leave instead of displacing them. ``quality-graph`` lets such a
-   fact in earlier: the n-th one follows the (n + :data:`FACT_LAG`)-th passage.
+2. **Passages first; statements that add evidence join them.** RRF puts a rank-1 graph fact level
+   with the rank-1 passage, so weak facts displace the passages that carry the answer. Passages
+   lead, each kind in fused order. A graph fact joins them only if it cites a paragraph no pooled
+   passage holds (it adds evidence) and it is a *statement*: its text at least
+   :data:`STATEMENT_SHARE` of the pool's median passage length (an extracted observation, not a
+   mention link or a one-word value). The n-th such fact follows the (n + :data:`FACT_LAG`)-th
+   passage of the package head (as many entries as the item budget and the passages allow) and
+   displaces the lowest-ranked passage behind it whose source the head still holds, so the head
+   never serves fewer distinct sources than the passages alone would; a fact that would cost a
+   source waits behind the passages with every other fact and the community summaries.
 3. **Contradictions need opposite signs.** A ``(subject, label)`` bucket is an atomic group only
    when its weights disagree in sign; other multi-valued relations are admitted member by member,
    kept next to each other.
@@ -30,6 +36,7 @@ decision record, with the measurements behind each rule, is ``docs/policies.md``
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -130,32 +137,144 @@ def fold_cited_passages(survivors: pl.DataFrame, citations: pl.DataFrame) -> tup
 
 
 FACT_LAG = 3
-"""``quality-graph``: the n-th fact that adds evidence is offered right after the (n + 3)-th
-passage. Chosen on the even-numbered cases of the evaluation sets, checked on the odd-numbered
-ones (docs/policies.md)."""
+"""The n-th graph fact offered among the passages follows the (n + 3)-th passage. Chosen on the
+even-numbered cases of the evaluation sets, checked on the odd-numbered ones (docs/policies.md)."""
+
+STATEMENT_SHARE = 0.4
+"""A graph fact is a statement, worth a passage's place, when its text (subject, label and object)
+is at least 0.4 times as long, in characters, as the median passage of its pool; shorter facts
+are pointers (mention links, one-word values) and wait behind the passages. Chosen on the
+even-numbered cases, checked on the odd-numbered ones (docs/policies.md)."""
 
 
-def passages_lead(survivors: pl.DataFrame, citations: pl.DataFrame, lag: int | None = None) -> pl.DataFrame:
-    """Rule 2: passages lead; a graph fact that cites a paragraph no pooled passage holds (it adds
-    evidence) follows ``lag`` places behind, the rest of the facts and the community summaries come
-    after every passage. Each kind keeps its fused order. ``lag=None`` puts every fact after every
-    passage."""
-    if lag is None:
-        return survivors.sort("q", pl.col("kind") != "passage", "fused_rank")
+def offered_early(survivors: pl.DataFrame, citations: pl.DataFrame, statement_share: float | None) -> pl.DataFrame:
+    """``(q, fused_rank)`` of the graph facts rule 2 offers among the passages: they cite a paragraph
+    no pooled passage holds (they add evidence) and, unless ``statement_share`` is None, they are
+    statements (:data:`STATEMENT_SHARE`)."""
     adds = (
         _cited_locators(survivors, citations)
         .filter(pl.col("passage_rank").is_null())
         .select("q", "fused_rank")
         .unique()
-        .with_columns(adds=pl.lit(True))
     )
-    marked = survivors.join(adds, on=["q", "fused_rank"], how="left").with_columns(
-        tier=pl.when(pl.col("kind") == "passage").then(0).when(pl.col("adds").fill_null(False)).then(1).otherwise(2)
+    if statement_share is None:
+        return adds
+    median = (
+        survivors.filter(pl.col("kind") == "passage").group_by("q").agg(median=pl.col("text").str.len_chars().median())
     )
-    marked = marked.sort("q", "fused_rank").with_columns(
-        slot=pl.int_range(1, pl.len() + 1).over("q", "tier") + pl.when(pl.col("tier") == 1).then(lag).otherwise(0)
+    return (
+        survivors.join(adds, on=["q", "fused_rank"])
+        .join(median, on="q", how="left")
+        .filter(pl.col("text").str.len_chars() >= statement_share * pl.col("median").fill_null(0.0))
+        .select("q", "fused_rank")
     )
-    return marked.sort("q", pl.col("tier") == 2, "slot", "tier", "fused_rank").drop("adds", "tier", "slot")
+
+
+Place = tuple[bool, int]
+"""An entry of an order: ``(is_fact, index)`` into the passages or the facts offered early."""
+
+
+def head_order(
+    passage_sources: Sequence[str], fact_sources: Sequence[frozenset[str]], lag: int, head: int, guard: bool
+) -> list[Place]:
+    """The order of the passages and the facts offered early (each list in fused order).
+
+    The head is the first ``head`` passages. The n-th fact is placed right after the head's
+    (n + ``lag``)-th passage and displaces one passage behind it: with ``guard`` the lowest-ranked
+    one whose source another entry of the head still holds (so the head never serves fewer
+    distinct sources than the passages alone), and when there is none the fact waits; without
+    ``guard`` the head's last passage. After the head come the passages it did not keep, in rank
+    order, then the facts that wait.
+
+    A fact citing a new source displaces the passage of a source the head holds twice:
+
+    >>> head_order(["a", "b", "a", "c"], [frozenset({"d"})], lag=1, head=4, guard=True)
+    [(False, 0), (False, 1), (True, 0), (False, 3), (False, 2)]
+
+    A fact citing a source already held would cost one behind it; guarded, it waits:
+
+    >>> head_order(["a", "b", "c", "d"], [frozenset({"a"})], lag=1, head=4, guard=True)
+    [(False, 0), (False, 1), (False, 2), (False, 3), (True, 0)]
+    >>> head_order(["a", "b", "c", "d"], [frozenset({"a"})], lag=1, head=4, guard=False)
+    [(False, 0), (False, 1), (True, 0), (False, 2), (False, 3)]
+    """
+    order: list[Place] = [(False, index) for index in range(min(head, len(passage_sources)))]
+    left = list(range(len(order), len(passage_sources)))
+    waiting: list[int] = []
+
+    def sources(place: Place) -> frozenset[str]:
+        return fact_sources[place[1]] if place[0] else frozenset((passage_sources[place[1]],))
+
+    for fact in range(len(fact_sources)):
+        passages = [position for position, (is_fact, _) in enumerate(order) if not is_fact]
+        if fact + 1 + lag >= len(passages):
+            waiting.append(fact)
+            continue
+        at = passages[fact + lag] + 1
+        trial = [*order[:at], (True, fact), *order[at:]]
+        held = Counter(source for place in trial for source in sources(place))
+        behind = [position for position in range(len(trial) - 1, at, -1) if not trial[position][0]]
+        if guard:
+            behind = [p for p in behind if held[passage_sources[trial[p][1]]] > 1]
+        if not behind:
+            waiting.append(fact)
+            continue
+        left.append(trial.pop(behind[0])[1])
+        order = trial
+    return [*order, *((False, index) for index in sorted(left)), *((True, fact) for fact in waiting)]
+
+
+def passages_lead(
+    survivors: pl.DataFrame,
+    citations: pl.DataFrame,
+    lag: int | None,
+    head_items: Sequence[int] = (),
+    statement_share: float | None = STATEMENT_SHARE,
+    guard: bool = True,
+) -> pl.DataFrame:
+    """Rule 2: passages lead; the facts :func:`offered_early` join them as :func:`head_order`
+    places them, with a head of ``min(passages, head_items[q])`` entries; every other fact and the
+    community summaries come after. ``lag=None`` puts every fact after every passage."""
+    if lag is None:
+        return survivors.sort("q", pl.col("kind") != "passage", "fused_rank")
+    early = offered_early(survivors, citations, statement_share).with_columns(early=pl.lit(True))
+    marked = survivors.join(early, on=["q", "fused_rank"], how="left").with_columns(
+        tier=pl.when(pl.col("kind") == "passage").then(0).when(pl.col("early").fill_null(False)).then(1).otherwise(2)
+    )
+    cited = (
+        _cited_locators(survivors, citations)
+        .join(early, on=["q", "fused_rank"])
+        .group_by("q", "fused_rank")
+        .agg(cited=pl.col("source").unique())
+    )
+    lists = (
+        marked.filter(pl.col("tier") < 2)
+        .join(cited, on=["q", "fused_rank"], how="left")
+        .sort("q", "fused_rank")
+        .group_by("q", maintain_order=True)
+        .agg(
+            passage_ranks=pl.col("fused_rank").filter(pl.col("tier") == 0),
+            passage_sources=pl.col("source").filter(pl.col("tier") == 0),
+            fact_ranks=pl.col("fused_rank").filter(pl.col("tier") == 1),
+            fact_sources=pl.col("cited").filter(pl.col("tier") == 1),
+        )
+        .filter(pl.col("fact_ranks").list.len() > 0)
+    )
+    qs: list[int] = []
+    ranks: list[int] = []
+    for q, passage_ranks, passage_sources, fact_ranks, fact_sources in lists.iter_rows():
+        order = head_order(passage_sources, [frozenset(cited) for cited in fact_sources], lag, head_items[q], guard)
+        qs += [q] * len(order)
+        ranks += [fact_ranks[index] if is_fact else passage_ranks[index] for is_fact, index in order]
+    places = pl.DataFrame(
+        {"q": qs, "fused_rank": ranks, "place": range(len(qs))},
+        schema={"q": marked.schema["q"], "fused_rank": marked.schema["fused_rank"], "place": pl.Int64},
+    )
+    return (
+        marked.join(places, on=["q", "fused_rank"], how="left")
+        .sort("q", pl.col("tier") == 2, "place", pl.col("kind") != "passage", "fused_rank", nulls_last=True)
+        .drop("early", "tier", "place")
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +286,9 @@ class QualityPolicy:
     signs: bool = True
     words: bool = True
     passages_first: bool = True
-    fact_lag: int | None = None
+    fact_lag: int | None = FACT_LAG
+    statement_share: float | None = STATEMENT_SHARE
+    guard: bool = True
     tiers: bool = False
 
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
@@ -191,7 +312,10 @@ class QualityPolicy:
                 .drop("duplicate_of_folded", "duplicate_of_json_folded")
             )
         if self.passages_first:
-            survivors = passages_lead(survivors, inputs.citations, self.fact_lag)
+            heads = [limits.max_items for limits in inputs.limits]
+            survivors = passages_lead(
+                survivors, inputs.citations, self.fact_lag, heads, self.statement_share, self.guard
+            )
         orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
         units, group_counts = group_contradictions(
             survivor_positions(survivors, orders), disagreement="sign" if self.signs else "label"
@@ -203,7 +327,9 @@ class QualityPolicy:
 QUALITY_POLICIES = (
     QualityPolicy(),
     QualityPolicy(name="quality-no-identity", identity=False),
-    QualityPolicy(name="quality-graph", fact_lag=FACT_LAG),
+    QualityPolicy(name="quality-facts-last", fact_lag=None),
+    QualityPolicy(name="quality-no-statement-test", statement_share=None),
+    QualityPolicy(name="quality-no-source-guard", guard=False),
     QualityPolicy(name="quality-no-passages-first", passages_first=False),
     QualityPolicy(name="quality-no-signs", signs=False),
     QualityPolicy(name="quality-no-words", words=False),

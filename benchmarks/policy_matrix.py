@@ -8,11 +8,16 @@ docs/evaluation.md come from that file. Regenerate with::
     python benchmarks/policy_matrix.py            # all sets, about a few minutes on 2 cores
     python benchmarks/policy_matrix.py --sets brewery --out /tmp/results.md
 
-The lag of ``quality-graph`` (``assembler.quality.FACT_LAG``) was chosen on the even-numbered cases only and
-checked on the odd-numbered ones::
+The fact lag (``assembler.quality.FACT_LAG``, swept with the statement test and the source guard
+off, as it was chosen) and the statement share (``STATEMENT_SHARE``, swept with the guard off) were
+chosen on the even-numbered cases only and checked on the odd-numbered ones::
 
     python benchmarks/policy_matrix.py --split even --no-ablations --lags=-1,0,1,2,3,4,6,8 --out docs/policy-lag-even.md
     python benchmarks/policy_matrix.py --split odd --no-ablations --lags=-1,0,1,2,3,4,6,8 --out docs/policy-lag-odd.md
+    python benchmarks/policy_matrix.py --split even --no-ablations --shares=.1,.2,.3,.4,.5,.7 \
+        --out docs/policy-share-even.md
+    python benchmarks/policy_matrix.py --split odd --no-ablations --shares=.1,.2,.3,.4,.5,.7 \
+        --out docs/policy-share-odd.md
 """
 
 from __future__ import annotations
@@ -40,9 +45,12 @@ BUDGETS = {
         "4000",
     ],
 }
-MODES = ["baseline", "contract", "quality", "quality-graph"]
+MODES = ["baseline", "contract", "quality"]
 ABLATIONS = [
     "quality-no-identity",
+    "quality-facts-last",
+    "quality-no-statement-test",
+    "quality-no-source-guard",
     "quality-no-passages-first",
     "quality-no-signs",
     "quality-no-words",
@@ -103,19 +111,29 @@ def split_cases(data: Path, split: str, out: Path) -> Path:
     return out
 
 
-def register_lags(lags: list[int]) -> list[str]:
-    """Add ``quality-lag-N`` policies (the quality policy with ``fact_lag=N``) for a tuning run."""
+def register_sweep(lags: list[int], shares: list[float]) -> list[str]:
+    """Add ``quality-lag-N`` (fact lag N, statement test and source guard off) and
+    ``quality-share-X`` (statement share X, guard off) policies for a tuning run."""
     import dataclasses
 
     from assembler import quality
 
-    extra = [dataclasses.replace(quality.QualityPolicy(), name=f"quality-lag-{lag}", fact_lag=lag) for lag in lags]
+    base = quality.QualityPolicy(guard=False)
+    extra = [dataclasses.replace(base, name=f"quality-lag-{lag}", fact_lag=lag, statement_share=None) for lag in lags]
+    extra += [dataclasses.replace(base, name=f"quality-share-{share:g}", statement_share=share) for share in shares]
     quality.QUALITY_POLICIES = (*quality.QUALITY_POLICIES, *extra)
     return [policy.name for policy in extra]
 
 
-def run(sets: list[str], out_path: Path, ablations: bool, split: str = "all", lags: list[int] | None = None) -> None:
-    extra = register_lags(lags) if lags else []
+def run(
+    sets: list[str],
+    out_path: Path,
+    ablations: bool,
+    split: str = "all",
+    lags: list[int] | None = None,
+    shares: list[float] | None = None,
+) -> None:
+    extra = register_sweep(lags or [], shares or [])
     lines = [
         "# Policy results (generated)",
         "",
@@ -149,9 +167,11 @@ def _cli() -> None:
     parser.add_argument("--no-ablations", action="store_true")
     parser.add_argument("--split", choices=("all", "even", "odd"), default="all", help="which cases of each set")
     parser.add_argument("--lags", default="", help="comma-separated fact lags to add as quality-lag-N modes")
+    parser.add_argument("--shares", default="", help="comma-separated statement shares to add as quality-share-X modes")
     args = parser.parse_args()
     lags = [int(lag) for lag in args.lags.split(",") if lag]
-    run(args.sets.split(","), args.out, not args.no_ablations, args.split, lags)
+    shares = [float(share) for share in args.shares.split(",") if share]
+    run(args.sets.split(","), args.out, not args.no_ablations, args.split, lags, shares)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler import assemble_batch, get_policy
-from assembler.quality import FACT_LAG
+from assembler.quality import FACT_LAG, STATEMENT_SHARE, head_order
 from tests.strategies import lane_records
 from tests.test_pipeline import fused_count
 from tests.test_selection import act, assoc, cite, passage, record
@@ -20,7 +20,9 @@ QUALITY_NAMES = [
     "quality",
     "quality-no-identity",
     "quality-no-passages-first",
-    "quality-graph",
+    "quality-facts-last",
+    "quality-no-statement-test",
+    "quality-no-source-guard",
     "quality-no-signs",
     "quality-no-words",
     "quality-with-tiers",
@@ -82,36 +84,116 @@ def test_passages_are_offered_before_graph_facts() -> None:
 
 
 TOPICS = ["rice polishing", "yeast starters", "koji mould", "water hardness", "pressing the mash", "bottling dates"]
-SIX_PASSAGES = [passage(f"p{n}.md", f"This paragraph is about {topic}.") for n, topic in enumerate(TOPICS)]
+# Six passages from four sources: the last two come from sources the first four already hold.
+SOURCES = ["a.md", "b.md", "c.md", "d.md", "a.md", "b.md"]
+SIX_PASSAGES = [
+    passage(source, f"This paragraph is about {topic}.", n)
+    for n, (source, topic) in enumerate(zip(SOURCES, TOPICS, strict=True))
+]
 
 
-def test_a_fact_that_adds_evidence_follows_the_passages_by_the_lag() -> None:
+def places(package: dict[str, Any]) -> list[str]:
+    return [item.get("passage", {}).get("source", item["kind"]) for item in package["items"]]
+
+
+def test_a_statement_that_adds_evidence_follows_the_passages_by_the_lag() -> None:
     lanes = {
         "graph_activate": [
-            act(assoc("s", "l", "fact without a citation")),
-            act(assoc("s", "m", "fact citing a new paragraph", ("new.md", 0, 1.0))),
+            act(assoc("s", "l", "a statement without a citation")),
+            act(assoc("s", "m", "a statement citing a new paragraph", ("new.md", 0, 1.0))),
         ],
         "passages": SIX_PASSAGES,
         "citations": [cite("new.md", 0)],
     }
-    items = run("quality-graph", lanes, search_limit=10)["items"]
-    sources = [item.get("passage", {}).get("source", item["kind"]) for item in items]
     # The fact adding evidence comes right after passage 1 + FACT_LAG; the other fact after all.
     assert FACT_LAG == 3
-    assert sources == ["p0.md", "p1.md", "p2.md", "p3.md", "association", "p4.md", "p5.md", "association"]
-    assert kinds(run("quality", lanes, search_limit=10))[-2:] == ["association", "association"]
+    expected = ["a.md", "b.md", "c.md", "d.md", "association", "a.md", "b.md", "association"]
+    assert places(run("quality", lanes, search_limit=10)) == expected
+    assert kinds(run("quality-facts-last", lanes, search_limit=10))[-2:] == ["association", "association"]
     assert kinds(run("contract", lanes))[:2] == ["association", "passage"]
 
 
+def test_a_short_fact_is_a_pointer_and_waits_behind_the_passages() -> None:
+    # "s m o" is 5 characters against passages of about 35: below STATEMENT_SHARE of the median.
+    lanes = {
+        "graph_activate": [act(assoc("s", "m", "o", ("new.md", 0, 1.0)))],
+        "passages": SIX_PASSAGES,
+        "citations": [cite("new.md", 0)],
+    }
+    assert len("s m o") < STATEMENT_SHARE * len("This paragraph is about koji mould.")
+    assert kinds(run("quality", lanes, search_limit=10)) == ["passage"] * 6 + ["association"]
+    assert kinds(run("quality-no-statement-test", lanes, search_limit=10)) == (
+        ["passage"] * 4 + ["association"] + ["passage"] * 2
+    )
+
+
+def test_a_fact_never_displaces_the_only_passage_of_a_source() -> None:
+    six_sources = [passage(f"p{n}.md", f"This paragraph is about {topic}.") for n, topic in enumerate(TOPICS)]
+    lanes = {
+        "graph_activate": [act(assoc("s", "m", "a statement citing a new paragraph", ("new.md", 0, 1.0)))],
+        "passages": six_sources,
+        "citations": [cite("new.md", 0)],
+    }
+    assert kinds(run("quality", lanes, search_limit=10)) == ["passage"] * 6 + ["association"]
+    assert kinds(run("quality-no-source-guard", lanes, search_limit=10)) == (
+        ["passage"] * 4 + ["association"] + ["passage"] * 2
+    )
+
+
+def test_the_head_is_as_long_as_the_item_budget() -> None:
+    lanes = {
+        "graph_activate": [act(assoc("s", "m", "a statement citing a new paragraph", ("new.md", 0, 1.0)))],
+        "passages": SIX_PASSAGES,
+        "citations": [cite("new.md", 0)],
+    }
+    # A head of five: the fact's place (after passage 4) would displace passage 5 (a.md, held by
+    # passage 1), so it gets in; the sixth passage does not fit.
+    assert places(run("quality", lanes, search_limit=10, budget={"max_items": 5})) == [
+        "a.md",
+        "b.md",
+        "c.md",
+        "d.md",
+        "association",
+    ]
+
+
 def test_the_lag_counts_only_facts_that_add_evidence() -> None:
-    facts = [act(assoc("s", f"l{n}", f"o{n}", (f"new{n}.md", 0, 1.0))) for n in range(2)]
+    facts = [act(assoc("s", f"l{n}", f"a statement number {n}", (f"new{n}.md", 0, 1.0))) for n in range(2)]
     lanes = {
         "graph_activate": facts,
-        "passages": SIX_PASSAGES,
+        "passages": [*SIX_PASSAGES, passage("c.md", "This paragraph is about cellar temperatures.", 6)],
         "citations": [cite("new0.md", 0), cite("new1.md", 0)],
     }
-    expected = ["passage"] * 4 + ["association", "passage", "association", "passage"]
-    assert kinds(run("quality-graph", lanes, search_limit=10)) == expected
+    expected = ["passage"] * 4 + ["association", "passage", "association", "passage", "passage"]
+    assert kinds(run("quality", lanes, search_limit=10)) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from("abcdef"), max_size=12),
+    st.lists(st.frozensets(st.sampled_from("abcdefgh"), min_size=1, max_size=3), max_size=6),
+    st.integers(0, 4),
+    st.integers(0, 14),
+    st.booleans(),
+)
+def test_head_order_places_every_entry_once_and_the_guard_keeps_the_head_sources(
+    passages: list[str], facts: list[frozenset[str]], lag: int, head: int, guard: bool
+) -> None:
+    order = head_order(passages, facts, lag, head, guard)
+    assert sorted(order) == sorted([(False, i) for i in range(len(passages))] + [(True, i) for i in range(len(facts))])
+    assert [i for is_fact, i in order if is_fact] == sorted(i for is_fact, i in order if is_fact)
+    size = min(head, len(passages))
+    kept = order[:size]
+    assert [i for is_fact, i in kept if not is_fact] == sorted(i for is_fact, i in kept if not is_fact)
+    for position, (is_fact, fact) in enumerate(kept):
+        if is_fact:  # the n-th fact (0-based) follows at least n + 1 + lag passages
+            assert sum(not f for f, _ in kept[:position]) >= fact + 1 + lag
+    if guard:
+        served = {s for is_fact, i in kept for s in (facts[i] if is_fact else {passages[i]})}
+        assert len(served) >= len(set(passages[:size]))
+    else:
+        in_head = sum(is_fact for is_fact, _ in kept)
+        assert [i for is_fact, i in kept if not is_fact] == list(range(size - in_head))
 
 
 # --- rule 3: contradictions need opposite signs ---------------------------------------------------
