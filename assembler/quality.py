@@ -207,10 +207,12 @@ def head_order(
 
     for fact in range(len(fact_sources)):
         passages = [position for position, (is_fact, _) in enumerate(order) if not is_fact]
-        if fact + 1 + lag >= len(passages):
+        ahead = max(0, fact + 1 + lag)  # passages before the fact; a negative lag can put it first
+        if ahead >= len(passages):
             waiting.append(fact)
             continue
-        at = passages[fact + lag] + 1
+        last_fact = max((position for position, place in enumerate(order) if place[0]), default=-1)
+        at = max(passages[ahead - 1] + 1 if ahead else 0, last_fact + 1)  # facts in the head keep their order
         trial = [*order[:at], (True, fact), *order[at:]]
         held = Counter(source for place in trial for source in sources(place))
         behind = [position for position in range(len(trial) - 1, at, -1) if not trial[position][0]]
