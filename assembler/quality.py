@@ -18,9 +18,10 @@ record, with the measurements behind each rule, is ``docs/policies.md``.
    :data:`STATEMENT_SHARE` of the pool's median passage length (an extracted observation, not a
    mention link or a one-word value). The n-th such fact follows the (n + :data:`FACT_LAG`)-th
    passage of the package head (as many entries as the item budget and the passages allow) and
-   displaces the lowest-ranked passage behind it whose source the head still holds, so the head
-   never serves fewer distinct sources than the passages alone would; a fact that would cost a
-   source waits behind the passages with every other fact and the community summaries.
+   displaces the lowest-ranked passage behind it whose removal leaves the head serving as many
+   distinct sources as before, so the head never serves fewer than the passages alone would; a
+   fact that would cost a source waits behind the passages with every other fact and the
+   community summaries.
 3. **Contradictions need opposite signs.** A ``(subject, label)`` bucket is an atomic group only
    when its weights disagree in sign; other multi-valued relations are admitted member by member,
    kept next to each other.
@@ -181,17 +182,21 @@ def head_order(
 
     The head is the first ``head`` passages. The n-th fact is placed right after the head's
     (n + ``lag``)-th passage and displaces one passage behind it: with ``guard`` the lowest-ranked
-    one whose source another entry of the head still holds (so the head never serves fewer
-    distinct sources than the passages alone), and when there is none the fact waits; without
-    ``guard`` the head's last passage. After the head come the passages it did not keep, in rank
-    order, then the facts that wait.
+    one whose removal leaves the head serving at least as many distinct sources as before the
+    fact came, and when there is none the fact waits; without ``guard`` the head's last passage.
+    After the head come the passages it did not keep, in rank order, then the facts that wait.
 
-    A fact citing a new source displaces the passage of a source the head holds twice:
+    A fact citing a new source may take the last passage's place:
 
     >>> head_order(["a", "b", "a", "c"], [frozenset({"d"})], lag=1, head=4, guard=True)
+    [(False, 0), (False, 1), (True, 0), (False, 2), (False, 3)]
+
+    One citing a source the head holds displaces a passage of a source held twice:
+
+    >>> head_order(["a", "b", "a", "c"], [frozenset({"a"})], lag=1, head=4, guard=True)
     [(False, 0), (False, 1), (True, 0), (False, 3), (False, 2)]
 
-    A fact citing a source already held would cost one behind it; guarded, it waits:
+    and waits where every passage behind it is its source's only one:
 
     >>> head_order(["a", "b", "c", "d"], [frozenset({"a"})], lag=1, head=4, guard=True)
     [(False, 0), (False, 1), (False, 2), (False, 3), (True, 0)]
@@ -217,7 +222,8 @@ def head_order(
         held = Counter(source for place in trial for source in sources(place))
         behind = [position for position in range(len(trial) - 1, at, -1) if not trial[position][0]]
         if guard:
-            behind = [p for p in behind if held[passage_sources[trial[p][1]]] > 1]
+            served = len({source for place in order for source in sources(place)})
+            behind = [p for p in behind if len(held) - (held[passage_sources[trial[p][1]]] == 1) >= served]
         if not behind:
             waiting.append(fact)
             continue

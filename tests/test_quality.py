@@ -127,17 +127,31 @@ def test_a_short_fact_is_a_pointer_and_waits_behind_the_passages() -> None:
     )
 
 
-def test_a_fact_never_displaces_the_only_passage_of_a_source() -> None:
-    six_sources = [passage(f"p{n}.md", f"This paragraph is about {topic}.") for n, topic in enumerate(TOPICS)]
+SIX_SOURCES = [passage(f"p{n}.md", f"This paragraph is about {topic}.") for n, topic in enumerate(TOPICS)]
+
+
+def test_a_fact_never_lowers_the_distinct_sources_of_the_head() -> None:
+    # The fact cites another paragraph of p0.md; every passage behind its place is its source's
+    # only one, so displacing any of them would serve one source fewer.
     lanes = {
-        "graph_activate": [act(assoc("s", "m", "a statement citing a new paragraph", ("new.md", 0, 1.0)))],
-        "passages": six_sources,
-        "citations": [cite("new.md", 0)],
+        "graph_activate": [act(assoc("s", "m", "a statement citing p0.md again", ("p0.md", 9, 1.0)))],
+        "passages": SIX_SOURCES,
+        "citations": [cite("p0.md", 9)],
     }
     assert kinds(run("quality", lanes, search_limit=10)) == ["passage"] * 6 + ["association"]
     assert kinds(run("quality-no-source-guard", lanes, search_limit=10)) == (
         ["passage"] * 4 + ["association"] + ["passage"] * 2
     )
+
+
+def test_a_fact_citing_a_new_source_may_take_the_place_of_the_last_passage() -> None:
+    lanes = {
+        "graph_activate": [act(assoc("s", "m", "a statement citing a new paragraph", ("new.md", 0, 1.0)))],
+        "passages": SIX_SOURCES,
+        "citations": [cite("new.md", 0)],
+    }
+    package = run("quality", lanes, search_limit=10, budget={"max_items": 6})
+    assert places(package) == ["p0.md", "p1.md", "p2.md", "p3.md", "association", "p4.md"]
 
 
 def test_the_head_is_as_long_as_the_item_budget() -> None:
@@ -159,7 +173,7 @@ def test_the_head_is_as_long_as_the_item_budget() -> None:
 
 def test_a_negative_lag_puts_the_first_fact_before_every_passage() -> None:
     # Guards the sweep's lag -1: the head's last passage was taken for "one passage before".
-    order = head_order(["a", "a", "b"], [frozenset({"c"})], lag=-1, head=3, guard=True)
+    order = head_order(["a", "a", "b"], [frozenset({"a"})], lag=-1, head=3, guard=True)
     assert order == [(True, 0), (False, 0), (False, 2), (False, 1)]
 
 
