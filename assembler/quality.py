@@ -219,9 +219,9 @@ def head_order(
         last_fact = max((position for position, place in enumerate(order) if place[0]), default=-1)
         at = max(passages[ahead - 1] + 1 if ahead else 0, last_fact + 1)  # facts in the head keep their order
         trial = [*order[:at], (True, fact), *order[at:]]
-        held = Counter(source for place in trial for source in sources(place))
         behind = [position for position in range(len(trial) - 1, at, -1) if not trial[position][0]]
         if guard:
+            held = Counter(source for place in trial for source in sources(place))
             served = len({source for place in order for source in sources(place)})
             behind = [p for p in behind if len(held) - (held[passage_sources[trial[p][1]]] == 1) >= served]
         if not behind:
@@ -236,7 +236,7 @@ def passages_lead(
     survivors: pl.DataFrame,
     citations: pl.DataFrame,
     lag: int | None,
-    head_items: Sequence[int] = (),
+    head_items: Sequence[int],
     statement_share: float | None = STATEMENT_SHARE,
     guard: bool = True,
 ) -> pl.DataFrame:
