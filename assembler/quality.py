@@ -165,8 +165,8 @@ def offered_early(survivors: pl.DataFrame, citations: pl.DataFrame, statement_sh
     )
     return (
         survivors.join(adds, on=["q", "fused_rank"])
-        .join(median, on="q", how="left")
-        .filter(pl.col("text").str.len_chars() >= statement_share * pl.col("median").fill_null(0.0))
+        .join(median, on="q")  # a pool without passages has no measure, and nothing to join
+        .filter(pl.col("text").str.len_chars() >= statement_share * pl.col("median"))
         .select("q", "fused_rank")
     )
 

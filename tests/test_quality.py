@@ -177,6 +177,20 @@ def test_a_negative_lag_puts_the_first_fact_before_every_passage() -> None:
     assert order == [(True, 0), (False, 0), (False, 2), (False, 1)]
 
 
+def test_without_passages_facts_keep_their_fused_order() -> None:
+    # Guards the statement test's measure: a pool with no passage has no median to compare with,
+    # and no passage for a fact to join, so no fact moves ahead of another.
+    lanes = {
+        "graph_activate": [
+            act(assoc("s", "l", "first")),
+            act(assoc("s", "m", "a long statement citing a new paragraph", ("new.md", 0, 1.0))),
+        ],
+        "citations": [cite("new.md", 0)],
+    }
+    objects = [item["association"]["object"] for item in run("quality", lanes, search_limit=10)["items"]]
+    assert objects == ["first", "a long statement citing a new paragraph"]
+
+
 def test_the_lag_counts_only_facts_that_add_evidence() -> None:
     facts = [act(assoc("s", f"l{n}", f"a statement number {n}", (f"new{n}.md", 0, 1.0))) for n in range(2)]
     lanes = {
