@@ -191,7 +191,7 @@ def test_without_passages_facts_keep_their_fused_order() -> None:
     assert objects == ["first", "a long statement citing a new paragraph"]
 
 
-def test_the_lag_counts_only_facts_that_add_evidence() -> None:
+def test_each_further_fact_follows_one_passage_later() -> None:
     facts = [act(assoc("s", f"l{n}", f"a statement number {n}", (f"new{n}.md", 0, 1.0))) for n in range(2)]
     lanes = {
         "graph_activate": facts,
