@@ -239,7 +239,7 @@ def run_assembly(
                 rejects.reject(raw, error)
             result = assembled.batch
             sink.write(result)
-            _count(summary, result)
+            summary.add_packages(result.summaries.to_arrow())
             if progress is not None:
                 progress(len(result.packages))
 
@@ -283,15 +283,6 @@ def _worker_count(workers: int | None, reranker: Reranker | None) -> int:
             "serve the whole run); use --workers 1"
         )
     return workers
-
-
-def _count(summary: RunSummary, result: BatchResult) -> None:
-    frame = result.summaries
-    summary.queries += frame.height
-    summary.items += int(frame["items_used"].sum())
-    summary.search_limit_cuts += int(frame["search_limit_cuts"].sum())
-    for reason in REASONS:
-        summary.omitted[reason] += int(frame[f"omitted_{reason}"].sum())
 
 
 def _clean_row(raw: RawRecord, record: LaneRecord) -> dict[str, object]:
