@@ -48,10 +48,9 @@ import polars as pl
 from assembler.groups import group_contradictions
 from assembler.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
-    bigram_codes,
-    dice_matches,
     duplicate_positions,
     normalize_entry,
+    pool_matches,
     suppress,
     survivor_walk,
 )
@@ -88,7 +87,7 @@ def word_aware_positions(qs: npt.NDArray[np.int64], texts: Sequence[str]) -> npt
         if end - start < 2:
             continue
         normalized = [normalize_entry(text) for text in texts[int(start) : int(end)]]
-        matches = dice_matches([bigram_codes(text) for text in normalized]) & word_matches(normalized)
+        matches = pool_matches(normalized) & word_matches(normalized)
         walk = survivor_walk(matches)
         targets[start:end] = np.where(walk < 0, -1, walk + start)
     return targets
@@ -148,16 +147,11 @@ are pointers (mention links, one-word values) and wait behind the passages. Chos
 even-numbered cases, checked on the odd-numbered ones (docs/policies.md)."""
 
 
-def offered_early(survivors: pl.DataFrame, citations: pl.DataFrame, statement_share: float | None) -> pl.DataFrame:
+def offered_early(survivors: pl.DataFrame, located: pl.DataFrame, statement_share: float | None) -> pl.DataFrame:
     """``(q, fused_rank)`` of the graph facts rule 2 offers among the passages: they cite a paragraph
-    no pooled passage holds (they add evidence) and, unless ``statement_share`` is None, they are
-    statements (:data:`STATEMENT_SHARE`)."""
-    adds = (
-        _cited_locators(survivors, citations)
-        .filter(pl.col("passage_rank").is_null())
-        .select("q", "fused_rank")
-        .unique()
-    )
+    no pooled passage holds (they add evidence; ``located`` is :func:`_cited_locators`) and, unless
+    ``statement_share`` is None, they are statements (:data:`STATEMENT_SHARE`)."""
+    adds = located.filter(pl.col("passage_rank").is_null()).select("q", "fused_rank").unique()
     if statement_share is None:
         return adds
     median = (
@@ -245,18 +239,15 @@ def passages_lead(
     community summaries come after. ``lag=None`` puts every fact after every passage."""
     if lag is None:
         return survivors.sort("q", pl.col("kind") != "passage", "fused_rank")
-    early = offered_early(survivors, citations, statement_share).with_columns(early=pl.lit(True))
+    located = _cited_locators(survivors, citations)
+    early = offered_early(survivors, located, statement_share).with_columns(early=pl.lit(True))
     marked = survivors.join(early, on=["q", "fused_rank"], how="left").with_columns(
         tier=pl.when(pl.col("kind") == "passage").then(0).when(pl.col("early").fill_null(False)).then(1).otherwise(2)
     )
-    cited = (
-        _cited_locators(survivors, citations)
-        .join(early, on=["q", "fused_rank"])
-        .group_by("q", "fused_rank")
-        .agg(cited=pl.col("source").unique())
-    )
+    cited = located.join(early, on=["q", "fused_rank"]).group_by("q", "fused_rank").agg(cited=pl.col("source").unique())
     lists = (
         marked.filter(pl.col("tier") < 2)
+        .join(early.select("q").unique(), on="q", how="semi")  # only queries with a fact to place
         .join(cited, on=["q", "fused_rank"], how="left")
         .sort("q", "fused_rank")
         .group_by("q", maintain_order=True)
@@ -266,7 +257,6 @@ def passages_lead(
             fact_ranks=pl.col("fused_rank").filter(pl.col("tier") == 1),
             fact_sources=pl.col("cited").filter(pl.col("tier") == 1),
         )
-        .filter(pl.col("fact_ranks").list.len() > 0)
     )
     qs: list[int] = []
     ranks: list[int] = []
