@@ -1,11 +1,12 @@
 """Budgeted evidence assembly: fuse retrieval lanes into byte-exact evidence packages, in batch."""
 
+from assembler.contract.request import Limits
 from assembler.errors import InputError, RecordError, UsageError
-from assembler.io import read_raw
 from assembler.pipeline import BatchResult, assemble, assemble_batch, assemble_records
-from assembler.policy import CONTRACT, SelectionPolicy, get_policy
-from assembler.request import Limits
-from assembler.stream import RunSummary, convert, run_assembly
+from assembler.run.io import read_raw
+from assembler.run.local import convert, run_assembly
+from assembler.run.outputs import RunSummary
+from assembler.selection import CONTRACT, SelectionPolicy, get_policy
 
 __all__ = [
     "CONTRACT",

@@ -8,15 +8,17 @@ from typing import Any
 
 import polars as pl
 
-from assembler.diversity import tier_width
-from assembler.fuse import fuse
-from assembler.io import drop_nulls
-from assembler.jsontext import quarters_expr, utf8_bytes_expr
-from assembler.lanes import LaneRecord, build_batch, parse_record
-from assembler.package import QueryOutcome, omission_text, render_package
-from assembler.plan import lanes_plan_text
-from assembler.policy import CONTRACT, SelectionInputs, SelectionPolicy
-from assembler.reorder import Reranker, RerankStage
+from assembler.contract.jsontext import quarters_expr, utf8_bytes_expr
+from assembler.contract.request import check_overrides
+from assembler.run.io import RawRecord, drop_nulls
+from assembler.run.records import iter_records, stop_at_first
+from assembler.selection import CONTRACT, SelectionInputs, SelectionPolicy, get_policy
+from assembler.stages.diversity import tier_width
+from assembler.stages.fuse import fuse
+from assembler.stages.lanes import LaneRecord, build_batch
+from assembler.stages.package import QueryOutcome, omission_text, render_package
+from assembler.stages.plan import lanes_plan_text
+from assembler.stages.reorder import Reranker, RerankStage
 
 __all__ = ["REASONS", "BatchResult", "assemble", "assemble_batch", "assemble_records"]
 
@@ -41,7 +43,7 @@ class BatchResult:
 def assemble_records(
     records: Sequence[LaneRecord],
     *,
-    policy: SelectionPolicy = CONTRACT,
+    policy: str | SelectionPolicy = CONTRACT,
     reorders: Mapping[str, Sequence[int]] | None = None,
     reranker: Reranker | None = None,
 ) -> BatchResult:
@@ -68,7 +70,7 @@ def assemble_records(
         citation_quarters=citations["quarters"].to_list(),
         reorder=rerank,
     )
-    selection = policy.select(fused, inputs)
+    selection = get_policy(policy).select(fused, inputs)
     dedup_dropped = [0] * len(records)
     for q, dropped in dedup.iter_rows():
         dedup_dropped[q] = dropped
@@ -149,44 +151,27 @@ def assemble_batch(
     records: Iterable[Mapping[str, Any]] | pl.DataFrame,
     *,
     overrides: Mapping[str, int] | None = None,
-    policy: SelectionPolicy = CONTRACT,
+    policy: str | SelectionPolicy = CONTRACT,
     reorders: Mapping[str, Sequence[int]] | None = None,
+    reranker: Reranker | None = None,
 ) -> BatchResult:
-    """Validate and assemble lane-dump records; raise ``InputError`` on bad input.
+    """Validate and assemble lane-dump records; raise ``InputError`` on the first bad one.
 
     ``records`` are parsed JSON objects, or a Polars frame of lane-dump rows (as read from the
-    Parquet form, where null means absent). ``overrides`` (``max_items``/``max_bytes``/
-    ``max_tokens``) replace every request's budget.
+    Parquet form, where null means absent); a query id may appear once. ``overrides``
+    (``max_items``/``max_bytes``/``max_tokens``, non-negative integers) replace every request's
+    budget. ``policy`` is a policy or a registered name.
     """
     if isinstance(records, pl.DataFrame):
         records = [drop_nulls(row) for row in records.iter_rows(named=True)]
-    parsed = []
-    seen: set[str] = set()
-    for line, raw in enumerate(records, start=1):
-        record = parse_record(raw, line=line, overrides=dict(overrides or {}))
-        _check_unique(record, seen)
-        parsed.append(record)
-    return assemble_records(parsed, policy=policy, reorders=reorders)
-
-
-def _check_unique(record: LaneRecord, seen: set[str]) -> None:
-    from assembler.errors import InputError, RecordError
-
-    if record.query_id in seen:
-        raise InputError(
-            RecordError(
-                record.source,
-                record.line,
-                record.query_id,
-                "query_id",
-                "duplicate query_id (each query may appear once)",
-            )
-        )
-    seen.add(record.query_id)
+    checked = check_overrides(overrides)
+    raws = (RawRecord("<memory>", line, value, "") for line, value in enumerate(records, start=1))
+    parsed = [record for _, record in iter_records(raws, stop_at_first, checked)]
+    return assemble_records(parsed, policy=get_policy(policy), reorders=reorders, reranker=reranker)
 
 
 def assemble(
-    record: Mapping[str, Any], *, overrides: Mapping[str, int] | None = None, policy: SelectionPolicy = CONTRACT
+    record: Mapping[str, Any], *, overrides: Mapping[str, int] | None = None, policy: str | SelectionPolicy = CONTRACT
 ) -> str:
     """The package text of one parsed lane-dump object.
 

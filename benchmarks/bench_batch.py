@@ -29,8 +29,8 @@ import pytest
 
 from assembler import assemble_batch, run_assembly
 from benchmarks.harness import cli_command, reference_command, run_measured, same_bytes
-from benchmarks.pools import generate_records, write_jsonl
-from benchmarks.reference import assemble_reference
+from tests.oracle.pools import generate_records, write_jsonl
+from tests.oracle.reference import assemble_reference
 
 SEEDS = {"typical": 20240501, "worst": 20240502}
 _RECORDS: dict[str, list[dict[str, Any]]] = {}

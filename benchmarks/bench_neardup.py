@@ -1,7 +1,7 @@
 """Near-duplicate kernel: the vectorized verdict matrix against the reference pairwise loop.
 
 Pools of 10, 50, 100 and 200 passages, English and Japanese texts of 150 to 600 characters
-(``benchmarks.pools.generate_texts``), without and with 20 % planted near-duplicates.
+(``tests.oracle.pools.generate_texts``), without and with 20 % planted near-duplicates.
 
 Two groups per pool:
 
@@ -36,7 +36,7 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
-from assembler.neardup import (
+from assembler.stages.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
     bigram_codes,
     dice_matches,
@@ -44,9 +44,9 @@ from assembler.neardup import (
     normalize_entry,
     survivor_walk,
 )
-from benchmarks.pools import generate_texts
-from benchmarks.reference import bigrams, is_near_duplicate, near_duplicate_reference, reference_walk
-from benchmarks.reference import normalize_entry as reference_normalize
+from tests.oracle.pools import generate_texts
+from tests.oracle.reference import bigrams, is_near_duplicate, near_duplicate_reference, reference_walk
+from tests.oracle.reference import normalize_entry as reference_normalize
 
 Codes = npt.NDArray[np.uint64]
 SIZES = (10, 50, 100, 200)

@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from assembler.neardup import bigram_codes, dice_matches, normalize_entry, survivor_walk
-from benchmarks import reference as ref
+from assembler.contract.text import normalize_entry
+from assembler.stages.neardup import bigram_codes, dice_matches, survivor_walk
 from benchmarks.bench_neardup import _seed, reference_walk
 from benchmarks.harness import machine_info
-from benchmarks.pools import generate_records, generate_texts, iter_records
+from tests.oracle import reference as ref
+from tests.oracle.pools import generate_records, generate_texts, iter_records
 
 
 def fastest(fn: Callable[[], Any], reps: int = 20) -> float:

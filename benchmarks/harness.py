@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reference import assemble_reference, to_json
+from tests.oracle.reference import assemble_reference, to_json
 
 ROOT = Path(__file__).resolve().parent.parent
 TIME = shutil.which("time", path="/usr/bin:/bin")

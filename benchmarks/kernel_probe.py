@@ -17,11 +17,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from assembler import neardup
-from assembler.neardup import bigram_codes, dice_matches, normalize_entry, survivor_walk
+from assembler.contract.text import normalize_entry
+from assembler.stages import neardup
+from assembler.stages.neardup import bigram_codes, dice_matches, survivor_walk
 from benchmarks.bench_neardup import DUP_RATES, LANGS, get_pool
 from benchmarks.bounds import fastest
-from benchmarks.reference import reference_walk
+from tests.oracle.reference import reference_walk
 
 
 def faults_per_call(fn: Callable[[], object], calls: int) -> float:

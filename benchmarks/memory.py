@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ROOT, SCRATCH, cli_command, machine_info, run_measured
-from benchmarks.pools import write_replicated_jsonl
+from tests.oracle.pools import write_replicated_jsonl
 
 SEED = 9001
 GIB = 2**30
@@ -34,13 +34,10 @@ def _ints(text: str) -> list[int]:
 
 
 def default_chunk_size() -> int:
-    """The CLI's ``--chunk-size`` default, read from its parser."""
-    from assembler import cli
+    """The command line's ``--chunk-size`` default."""
+    from assembler.run.options import DEFAULT_CHUNK_SIZE
 
-    for action in cli._parser()._subparsers._group_actions[0].choices["assemble"]._actions:  # type: ignore[union-attr]
-        if action.dest == "chunk_size":
-            return int(action.default)
-    raise RuntimeError("assemble has no --chunk-size")
+    return DEFAULT_CHUNK_SIZE
 
 
 def small_file(n: int, scratch: Path) -> Path:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import SCRATCH, machine_info
-from benchmarks.pools import generate_records, iter_records, write_jsonl
+from tests.oracle.pools import generate_records, iter_records, write_jsonl
 
 STAGE_PARENTS = ("run_assembly", "assemble_table", "assemble_records", "select", "suppress", "duplicate_positions")
 

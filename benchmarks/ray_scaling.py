@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.pools import generate_records, write_jsonl
+from tests.oracle.pools import generate_records, write_jsonl
 
 
 def _cpu_seconds() -> float:
@@ -56,10 +56,11 @@ def _own_cpu_seconds() -> float:
 
 
 def run_local(inputs: Sequence[str], output: str, chunk_size: int) -> dict[str, Any]:
-    from assembler.stream import run_assembly
+    from assembler.run.local import run_assembly
+    from assembler.run.options import RunOptions
 
     cpu = _cpu_seconds()
-    summary = run_assembly(inputs, output, chunk_size=chunk_size)
+    summary = run_assembly(inputs, output, RunOptions(chunk_size=chunk_size))
     cpu = _cpu_seconds() - cpu
     return {
         "engine": "local",
@@ -76,14 +77,15 @@ def run_ray(inputs: Sequence[str], output: str, chunk_size: int, workers: int) -
 
     import ray
 
-    from assembler.engines.ray import run_ray_assembly
+    from assembler.run.options import RunOptions
+    from assembler.run.ray import run_ray_assembly
 
     cpu, driver = _cpu_seconds(), _own_cpu_seconds()
     started = time.perf_counter()
     ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level=logging.WARNING)
     startup = time.perf_counter() - started
     try:
-        runs = [run_ray_assembly(inputs, output, chunk_size=chunk_size) for _ in range(2)]
+        runs = [run_ray_assembly(inputs, output, RunOptions(chunk_size=chunk_size)) for _ in range(2)]
         cpu, driver = _cpu_seconds() - cpu, _own_cpu_seconds() - driver
     finally:
         ray.shutdown()
@@ -105,7 +107,7 @@ def run_ray(inputs: Sequence[str], output: str, chunk_size: int, workers: int) -
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.ray_scaling")
     commands = parser.add_subparsers(dest="command", required=True)
-    generate = commands.add_parser("generate", help="write generated lane dumps (benchmarks/pools.py)")
+    generate = commands.add_parser("generate", help="write generated lane dumps (tests/oracle/pools.py)")
     generate.add_argument("output")
     generate.add_argument("--queries", type=int, default=20000)
     generate.add_argument("--seed", type=int, default=7)

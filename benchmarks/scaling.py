@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.harness import ROOT, SCRATCH, cli_command, machine_info, reference_command, run_measured, same_bytes
-from benchmarks.pools import iter_records, sized_records, write_jsonl
+from tests.oracle.pools import iter_records, sized_records, write_jsonl
 
 QUERY_SEED = 7001
 POOL_SEED = 7002

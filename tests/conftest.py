@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+# Before any test module imports Ray: a local Ray instance listens on 127.0.0.1 only.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
 from assembler.errors import RecordError
-from assembler.io import read_raw
-from assembler.stream import iter_records
+from assembler.run.io import read_raw
+from assembler.run.records import iter_records
 
 # CI draws the property tests' examples from a fixed sequence, so whether a submission lands does
 # not depend on chance; local runs keep exploring new examples (and keep what fails in .hypothesis/).

@@ -1,5 +1,5 @@
 """Property tests over random pools: the seed's invariants I1-I6, and byte equality with the
-plain per-query reference implementation (benchmarks/reference.py, written independently from
+plain per-query reference implementation (tests/oracle/reference.py, written independently from
 the contract)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler import assemble_batch
-from benchmarks.pools import generate_records
-from benchmarks.reference import assemble_reference
+from tests.oracle.pools import generate_records
+from tests.oracle.reference import assemble_reference
 from tests.strategies import lane_batches, lane_records
 
 PROPERTY = settings(max_examples=150, deadline=None)
@@ -85,8 +85,8 @@ def test_invariants_hold(record: dict[str, Any], rnd: random.Random) -> None:
 @given(lane_batches(), st.randoms(use_true_random=False))
 def test_fusion_is_deterministic_regardless_of_pool_order(records: list[dict[str, Any]], rnd: random.Random) -> None:
     """`selection_is_deterministic_regardless_of_pool_order`, on the candidate frame itself."""
-    from assembler.fuse import fuse
-    from assembler.lanes import build_batch, parse_record
+    from assembler.stages.fuse import fuse
+    from assembler.stages.lanes import build_batch, parse_record
 
     batch = build_batch([parse_record(record) for record in records])
     order = list(range(batch.candidates.height))

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchmarks.pools import generate_records
-from benchmarks.reference import (
+from tests.oracle.pools import generate_records
+from tests.oracle.reference import (
     assemble_reference,
     bigrams,
     format_f32,

@@ -5,7 +5,7 @@ per fused candidate (lanes and ranks, each lane's RRF contribution, exact-dedup 
 near-duplicate verdict and survivor, contradiction group, diversity tier, admission position,
 decision and reason, budget used so far), one row per (candidate, lane) and one per query.
 :mod:`assembler.analysis.budgets` sweeps budgets, :mod:`assembler.analysis.dice` opens the
-near-duplicate step. Plots are in :mod:`assembler.plotting` (optional matplotlib).
+near-duplicate step. Plots are in :mod:`assembler.analysis.plotting` (optional matplotlib).
 """
 
 from assembler.analysis.budgets import binding_limits, budget_sweep

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from assembler.analysis.frames import Source, load_records, query_frame, with_limits
-from assembler.lanes import LaneRecord
+from assembler.contract.request import DEFAULT_LIMITS, LIMIT_CEILINGS
 from assembler.pipeline import BatchResult, assemble_records
-from assembler.policy import CONTRACT, SelectionPolicy
-from assembler.request import DEFAULT_LIMITS, LIMIT_CEILINGS
+from assembler.selection import CONTRACT, SelectionPolicy
+from assembler.stages.lanes import LaneRecord
 
 __all__ = ["LIMIT_KEYS", "binding_limits", "budget_sweep", "limit_key"]
 

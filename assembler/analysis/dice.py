@@ -1,7 +1,7 @@
 """Near-duplicates opened up: the bigram Dice coefficients behind the verdicts, thresholds, kernel cost.
 
-The verdicts are the pipeline's (:func:`~assembler.neardup.dice_matches`, the survivor walk
-:func:`~assembler.neardup.survivor_walk`); this module adds the coefficient itself, so a heat map
+The verdicts are the pipeline's (:func:`~assembler.stages.neardup.dice_matches`, the survivor walk
+:func:`~assembler.stages.neardup.survivor_walk`); this module adds the coefficient itself, so a heat map
 can show how close each pair came, and re-runs the walk at other thresholds.
 
 >>> m = dice_matrix(["青嶺酒造は蔵元である。", "青嶺酒造は蔵元である", "杜氏は高瀬"])
@@ -18,7 +18,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from assembler.neardup import bigram_codes, dice_matches, normalize_entry, survivor_walk
+from assembler.contract.text import normalize_entry
+from assembler.stages.neardup import bigram_codes, dice_matches, survivor_walk
 
 __all__ = ["dice_matrix", "dice_pairs", "kernel_timings", "passage_pool", "threshold_sweep", "verdicts_at"]
 
@@ -98,7 +99,7 @@ def kernel_timings(texts: Sequence[str], sizes: Sequence[int], *, repeat: int = 
     """Seconds (best of ``repeat``) of the near-duplicate step on the first ``n`` texts, per ``n``.
 
     ``prepare`` is normalization and bigram sets, ``matrix`` the all-pairs verdicts
-    (:func:`~assembler.neardup.dice_matches`), ``walk`` the survivor walk; ``pairs`` is n(n-1)/2.
+    (:func:`~assembler.stages.neardup.dice_matches`), ``walk`` the survivor walk; ``pairs`` is n(n-1)/2.
 
     >>> kernel_timings(["a b", "a c", "b c"], [2, 3], repeat=1)["pairs"].to_list()
     [1, 3]

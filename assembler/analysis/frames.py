@@ -1,7 +1,7 @@
 """Frames that explain a batch: one row per fused candidate, per (candidate, lane), per group, per query.
 
 Everything is read off the pipeline's own outputs (``BatchResult.decisions``, ``summaries`` and the
-package texts) and its stages (:func:`~assembler.lanes.build_batch`, :func:`~assembler.fuse.fuse`);
+package texts) and its stages (:func:`~assembler.stages.lanes.build_batch`, :func:`~assembler.stages.fuse.fuse`);
 no selection rule is written a second time here.
 
 >>> analysis = analyze("data/conformance/lanes.jsonl")
@@ -20,14 +20,14 @@ from typing import Any
 
 import polars as pl
 
+from assembler.contract.request import resolve_limits
 from assembler.errors import InputError, RecordError
-from assembler.fuse import fuse
-from assembler.io import RawRecord, drop_nulls, read_raw
-from assembler.lanes import LANE_NAMES, LaneBatch, LaneRecord, build_batch
 from assembler.pipeline import REASONS, BatchResult, assemble_records
-from assembler.policy import CONTRACT, SelectionPolicy
-from assembler.request import resolve_limits
-from assembler.stream import iter_records
+from assembler.run.io import RawRecord, drop_nulls, read_raw
+from assembler.run.records import iter_records
+from assembler.selection import CONTRACT, SelectionPolicy
+from assembler.stages.fuse import fuse
+from assembler.stages.lanes import LANE_NAMES, LaneBatch, LaneRecord, build_batch
 
 __all__ = [
     "BatchAnalysis",
@@ -233,7 +233,7 @@ def candidate_frame(result: BatchResult, lanes: pl.DataFrame | None = None) -> p
 def lane_frame(result: BatchResult, batch: LaneBatch) -> pl.DataFrame:
     """One row per (fused candidate, lane): the lane's best rank, its entries, its RRF contribution.
 
-    ``contribution`` is the score :func:`~assembler.fuse.fuse` gives the candidate from that lane's
+    ``contribution`` is the score :func:`~assembler.stages.fuse.fuse` gives the candidate from that lane's
     entries alone, so the contributions of a candidate add up (in lane-name order) to its fused score.
     """
     candidates = batch.candidates

@@ -2,8 +2,8 @@
 
 Two assessments, both deterministic and vectorized with Polars:
 
-* run contexts (the Lexery U7 contract, ``../shared/spec/lexery-u7.md``): :func:`assess_run` for
-  one, :func:`assess_batch` for many, :func:`run_assess` for files (``assembler assess``);
+* run contexts (the Lexery U7 contract, docs/assess.md): :func:`assess_run` for
+  one, :func:`assess_batch` for many, ``assembler.run.assess.run_assess`` for files (``assembler assess``);
 * evidence packages (``assembler assemble --assess``): :func:`assess_package` /
   :func:`assess_packages`, computed from the package text alone, written beside the package.
 """
@@ -24,7 +24,6 @@ from assembler.assess.rules import (
     result_lines,
     utc_now,
 )
-from assembler.assess.run import AssessSummary, run_assess
 
 __all__ = [
     "MAX_CITATION_REFS",
@@ -32,7 +31,6 @@ __all__ = [
     "STRONG_LAW_HITS",
     "VERSION",
     "AssessOptions",
-    "AssessSummary",
     "Clock",
     "ParsedRun",
     "RunRecordError",
@@ -47,6 +45,5 @@ __all__ = [
     "format_timestamp",
     "parse_context",
     "result_lines",
-    "run_assess",
     "utc_now",
 ]

@@ -1,6 +1,6 @@
 """Run contexts in: validate each record once and flatten what U7 reads into columns.
 
-This is the only per-record walk of the assessment (as ``assembler.lanes`` is for lane dumps):
+This is the only per-record walk of the assessment (as ``assembler.stages.lanes`` is for lane dumps):
 a run context is checked against the fields the U7 rules read (``wire`` shapes: unknown keys are
 ignored, every field but ``run_id`` may be absent or null) and reduced to a :class:`ParsedRun`.
 :func:`build_frames` turns a batch of them into two Polars frames, one row per run and one row per
@@ -15,9 +15,9 @@ from typing import Any
 
 import polars as pl
 
-from assembler import wire
+from assembler.contract import wire
+from assembler.contract.wire import Field, ListOf, ShapeError
 from assembler.errors import InputError, RecordError
-from assembler.wire import Field, ListOf, ShapeError
 
 __all__ = [
     "RUN_CONTEXT",
@@ -38,18 +38,7 @@ class RunRecordError(RecordError):
     ``run_id`` key; like every input error it never carries a payload value.
     """
 
-    def __str__(self) -> str:
-        details = []
-        if self.query_id is not None:
-            details.append(f"run_id {self.query_id!r}")
-        if self.field:
-            details.append(f"field {self.field}")
-        where = " ".join([f"{self.file}:{self.line}:", *details])
-        return f"{where} {self.rule}" if not details else f"{where}: {self.rule}"
-
-    def as_dict(self) -> dict[str, object]:
-        """A JSON-ready mapping, as written to the errors file."""
-        return {"file": self.file, "line": self.line, "run_id": self.query_id, "field": self.field, "rule": self.rule}
+    id_name = "run_id"
 
     @classmethod
     def of(cls, error: RecordError) -> RunRecordError:

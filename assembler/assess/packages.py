@@ -15,8 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from assembler.jsontext import escape_string
-from assembler.lanes import PLAN_LANE_NAMES
+from assembler.contract.jsontext import escape_string
+from assembler.stages.lanes import PLAN_LANE_NAMES
 
 __all__ = [
     "ITEM_KINDS",

@@ -256,7 +256,7 @@ def assess_parsed(runs: list[ParsedRun], assembled_at: str, options: AssessOptio
 def result_lines(results: pl.DataFrame) -> list[str]:
     """One JSON Lines text per result: ``{"run_id":..,"evidence_assembly":{...}}`` (no newline).
 
-    Polars writes JSON strings exactly as ``assembler.jsontext.escape_string`` does (pinned by a test).
+    Polars writes JSON strings exactly as ``assembler.contract.jsontext.escape_string`` does (pinned by a test).
     """
     fields = [name for name in results.columns if name != "run_id"]
     line = pl.struct(pl.col("run_id"), evidence_assembly=pl.struct(fields)).struct.json_encode()

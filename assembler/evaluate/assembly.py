@@ -25,9 +25,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from assembler.contract.request import Limits
 from assembler.pipeline import assemble_batch
-from assembler.policy import SelectionPolicy
-from assembler.request import Limits
+from assembler.selection import SelectionPolicy
 
 __all__ = ["Assembled", "assemble_case", "evidence_block", "project"]
 
@@ -104,8 +104,8 @@ def assemble_cases_on_ray(
     import tempfile
     from pathlib import Path
 
-    from assembler.engines.ray import run_ray_assembly
-    from assembler.policy import get_policy
+    from assembler.run.options import RunOptions
+    from assembler.run.ray import run_ray_assembly
 
     with tempfile.TemporaryDirectory() as folder:
         source, target = Path(folder) / "cases.jsonl", Path(folder) / "packages.jsonl"
@@ -114,13 +114,8 @@ def assemble_cases_on_ray(
             encoding="utf-8",
         )
         start = time.perf_counter()
-        run_ray_assembly(
-            [str(source)],
-            str(target),
-            overrides=limit_overrides(limits),
-            policy=get_policy(policy_name),
-            address=address,
-        )
+        options = RunOptions(overrides=limit_overrides(limits), policy=policy_name)
+        run_ray_assembly(source, target, options, address=address)
         per_case_ms = (time.perf_counter() - start) * 1000.0 / max(1, len(records))
         lines = target.read_text(encoding="utf-8").splitlines()
     # Each output line is {"query_id":..,"package":<package>}, in input order.

@@ -3,8 +3,8 @@
 The truncation is the equal-budget contract of spec section 3.5: each hit becomes the item a
 passage-only package would carry (keys ``candidate_id, kind, fused_rank, lane_ranks,
 citation_refs, passage``), serialized and measured with the assembler's own code
-(:func:`assembler.wire.emit`, :func:`assembler.jsontext.measure`), and admitted greedily (skip,
-never stop) with the package accounting of :mod:`assembler.admission`: the items array overhead,
+(:func:`assembler.contract.wire.emit`, :func:`assembler.contract.jsontext.measure`), and admitted greedily (skip,
+never stop) with the package accounting of :mod:`assembler.stages.admission`: the items array overhead,
 the permanently empty ``citations`` array, one ceiling over the summed quarter-tokens.
 
 >>> hit = {"source": "docs/kura.md", "paragraph": 0, "score": 0.86304635,
@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assembler import wire
-from assembler.admission import array_overhead
-from assembler.jsontext import escape_string, measure, tokens_from_quarters
-from assembler.lanes import SEP, passage_lane
-from assembler.request import Limits
+from assembler.contract import wire
+from assembler.contract.jsontext import escape_string, measure, tokens_from_quarters
+from assembler.contract.request import Limits
+from assembler.stages.admission import array_overhead
+from assembler.stages.lanes import SEP, passage_lane
 
 __all__ = ["Truncation", "cut", "measure_hit", "truncate", "wrapper_text"]
 

@@ -17,7 +17,7 @@ from typing import Any
 from assembler.evaluate.artifact import case_value, generated_at, scalar
 from assembler.evaluate.catalog import COMPARISON_METRICS
 from assembler.evaluate.errors import EvaluateError
-from assembler.io import parse_json
+from assembler.run.io import parse_json
 
 __all__ = ["EPSILON", "Comparison", "Report", "compare_reports", "describe_budget", "load_report"]
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assembler import wire
+from assembler.contract import wire
+from assembler.contract.text import normalize_entry, trim
+from assembler.contract.wire import ShapeError, check_string, check_uint
 from assembler.errors import InputError, RecordError
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet, ExpectedCitation
-from assembler.evaluate.normalize import normalize_entry, trim
-from assembler.io import read_raw
-from assembler.wire import ShapeError, check_string, check_uint
+from assembler.run.io import read_raw
 
 __all__ = ["CitationCheck", "Corpus", "check_citation", "load_corpus", "preflight"]
 

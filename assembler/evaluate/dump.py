@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assembler import wire
+from assembler.contract import wire
 from assembler.errors import InputError, RecordError
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet
-from assembler.io import read_raw
-from assembler.lanes import LaneRecord, parse_record
+from assembler.run.io import read_raw
+from assembler.stages.lanes import LaneRecord, parse_record
 
 __all__ = ["CaseLanes", "DumpRecord", "describe_contexts", "file_digest", "load_lanes"]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assembler.contract.jsontext import format_f32, to_f32
+from assembler.contract.text import is_blank
+from assembler.contract.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
 from assembler.evaluate.errors import EvaluateError
-from assembler.evaluate.normalize import is_blank
-from assembler.io import parse_json
-from assembler.jsontext import format_f32, to_f32
-from assembler.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
+from assembler.run.io import parse_json
 
 __all__ = [
     "DEFAULT_LIMIT",

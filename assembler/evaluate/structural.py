@@ -17,9 +17,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from assembler.contract.text import normalize_entry, trim
 from assembler.evaluate.loader import EvalCase, ExpectedAssociation
-from assembler.evaluate.normalize import normalize_entry, trim
-from assembler.lanes import LaneRecord
+from assembler.stages.lanes import LaneRecord
 
 __all__ = ["Probe", "Structural", "graph_associations", "run_structural"]
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assembler.contract.request import Limits
 from assembler.evaluate.artifact import dump_json, scalar, write_json, write_text
 from assembler.evaluate.catalog import DEFINITIONS, METRICS
 from assembler.evaluate.corpus import Corpus
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
+from assembler.evaluate.harness import RunConfig, limits_json, resolve_budget, run_artifact
 from assembler.evaluate.loader import EvalSet
-from assembler.evaluate.run import RunConfig, limits_json, resolve_budget, run_artifact
-from assembler.io import AtomicFile
-from assembler.request import Limits
+from assembler.run.io import AtomicFile
 
 __all__ = ["Budget", "SweepResult", "parse_budgets", "run_sweep", "swept_key", "write_sweep"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from assembler.evaluate.artifact import case_value, scalar
 from assembler.evaluate.catalog import CASE_SCOPED, DEFINITIONS, METRICS
 from assembler.evaluate.errors import EvaluateError
-from assembler.io import parse_json
+from assembler.run.io import parse_json
 
 __all__ = ["Bound", "Thresholds", "evaluate_gate", "load_thresholds"]
 

@@ -7,7 +7,7 @@
 
 Pass it as ``assemble_records(records, reranker=reranker)`` or ``run_assembly(..., reranker=reranker)``.
 The HTTP side needs the ``rerank`` extra (httpx, prometheus_client); names are imported on first
-use, so ``assembler.rerank.options`` (the command-line flags) works without it.
+use, so ``assembler.cli.rerank`` (the command-line flags) works without it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
     from assembler.rerank.breaker import BreakerSnapshot, BreakerState, CircuitBreaker
     from assembler.rerank.config import RerankConfig
     from assembler.rerank.http import MAX_RESPONSE_BYTES, HttpProvider
-    from assembler.rerank.metrics import RerankMetrics
+    from assembler.rerank.prometheus import RerankMetrics
     from assembler.rerank.provider import OUTCOMES, Deadline, RerankFailure, RerankProvider
-    from assembler.rerank.reranker import ProviderReranker, build_reranker, is_valid_permutation, plan_text
+    from assembler.rerank.reranker import ProviderReranker, build_reranker, plan_text
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -37,7 +37,6 @@ __all__ = [
     "RerankMetrics",
     "RerankProvider",
     "build_reranker",
-    "is_valid_permutation",
     "plan_text",
 ]
 
@@ -48,14 +47,13 @@ _HOMES = {
     "RerankConfig": "config",
     "MAX_RESPONSE_BYTES": "http",
     "HttpProvider": "http",
-    "RerankMetrics": "metrics",
+    "RerankMetrics": "prometheus",
     "OUTCOMES": "provider",
     "Deadline": "provider",
     "RerankFailure": "provider",
     "RerankProvider": "provider",
     "ProviderReranker": "reranker",
     "build_reranker": "reranker",
-    "is_valid_permutation": "reranker",
     "plan_text": "reranker",
 }
 

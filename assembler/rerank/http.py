@@ -20,10 +20,10 @@ from typing import Any
 
 import httpx
 
-from assembler.reorder import RerankCandidate
 from assembler.rerank.breaker import Admission, CircuitBreaker
 from assembler.rerank.config import RerankConfig
 from assembler.rerank.provider import PROVIDER_ERROR, TIMEOUT, Deadline, RerankFailure
+from assembler.stages.reorder import RerankCandidate
 
 __all__ = ["MAX_RESPONSE_BYTES", "RETRY_ATTEMPTS", "RETRY_BACKOFF", "HttpProvider", "decode_results"]
 

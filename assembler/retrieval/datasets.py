@@ -534,7 +534,7 @@ def build(
         outputs = write_outputs(converted, out / name)
         line = f"{name}: {len(converted.cases)} cases, {len(converted.corpus)} paragraphs"
         if lanes:
-            from assembler.retrieval.command import build_file
+            from assembler.retrieval.build import build_file
 
             build_file(
                 inputs["corpus"],

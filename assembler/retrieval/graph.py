@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from assembler.neardup import normalize_entry
+from assembler.contract.text import normalize_entry
 from assembler.retrieval.inputs import Fact, Paragraph
 from assembler.retrieval.text import mentions
 

@@ -9,7 +9,7 @@ import pytest
 
 from assembler.assess import RunRecordError, assess_run, parse_context
 from assembler.errors import InputError, RecordError
-from assembler.io import parse_json
+from assembler.run.io import parse_json
 
 SECRET = "SECRET-MARKER-u7-never-log-me"
 

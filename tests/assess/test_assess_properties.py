@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from assembler import assemble_batch
 from assembler.assess import AssessOptions, assess_batch, assess_packages, result_lines
-from assembler.jsontext import escape_string
+from assembler.contract.jsontext import escape_string
 from tests.assess.u7_reference import js_trim, reference
 from tests.strategies import lane_batches
 

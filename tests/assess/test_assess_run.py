@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from assembler.assess import assess_package, run_assess
+from assembler.assess import assess_package
 from assembler.cli import main
 from assembler.errors import UsageError
+from assembler.run.assess import run_assess
 
 if TYPE_CHECKING:
     from tests.conftest import JsonlWriter, RecordFactory

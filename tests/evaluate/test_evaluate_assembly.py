@@ -7,12 +7,12 @@ from typing import Any
 
 from evalkit import association, passage, record
 
+from assembler.contract.request import Limits
 from assembler.evaluate.assembly import assemble_case, evidence_block, project
 from assembler.evaluate.loader import parse_eval_text
 from assembler.evaluate.structural import run_structural
-from assembler.lanes import parse_record
-from assembler.policy import CONTRACT
-from assembler.request import Limits
+from assembler.selection import CONTRACT
+from assembler.stages.lanes import parse_record
 
 DEFAULTS = Limits(max_items=40, max_bytes=65536, max_tokens=4000)
 

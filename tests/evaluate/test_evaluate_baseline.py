@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler import assemble
+from assembler.contract.request import Limits
+from assembler.contract.wire import PASSAGE_HIT, validate
 from assembler.evaluate.baseline import cut, measure_hit, truncate, wrapper_text
-from assembler.request import Limits
-from assembler.wire import PASSAGE_HIT, validate
 
 KURA = {
     "source": "docs/kura.md",

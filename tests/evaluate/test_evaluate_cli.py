@@ -11,10 +11,10 @@ import pytest
 from evalkit import EVAL, LANES, Writer, dumps, passage, record
 
 from assembler.cli import main
+from assembler.contract.request import Limits
+from assembler.contract.wire import PASSAGE_HIT, validate
 from assembler.evaluate.baseline import truncate
 from assembler.evaluate.catalog import METRICS
-from assembler.request import Limits
-from assembler.wire import PASSAGE_HIT, validate
 
 LIVE_ONLY = (
     "citations.locator_validity",

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from assembler.contract.text import normalize_entry, trim
 from assembler.evaluate.loader import ExpectedSource
 from assembler.evaluate.metrics import (
     cap_missed,
@@ -17,7 +18,6 @@ from assembler.evaluate.metrics import (
     ratio,
     score_recall,
 )
-from assembler.evaluate.normalize import normalize_entry, trim
 
 
 def src(source: str, relevance: int = 1, paragraphs: tuple[int, ...] = ()) -> ExpectedSource:

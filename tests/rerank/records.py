@@ -6,8 +6,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from assembler.lanes import LaneRecord, parse_record
 from assembler.pipeline import assemble_records
+from assembler.stages.lanes import LaneRecord, parse_record
 
 NOT_CONFIGURED = '{"configured":false,"ran":false,"reason":"not_configured"}'
 NOT_REQUESTED = '{"configured":false,"ran":false}'

@@ -10,7 +10,8 @@ import pytest
 
 from assembler.pipeline import assemble_records
 from assembler.rerank import BreakerState, RerankConfig, build_reranker, plan_text
-from assembler.stream import run_assembly
+from assembler.run.local import run_assembly
+from assembler.run.options import RunOptions
 
 from .records import MODEL, baseline, fused_ranks, parsed, record, reranker_plan, same_but_plan
 from .stub import Reply, Seen, StubServer, reversing
@@ -102,7 +103,7 @@ def test_run_assembly_reranks_every_chunk_and_accumulates_the_counts(stub: StubS
     lanes.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in raw), encoding="utf-8")
     reranker = build_reranker(RerankConfig(url=stub.url, model=MODEL))
     out = tmp_path / "packages.jsonl"
-    summary = run_assembly([str(lanes)], str(out), chunk_size=4, reranker=reranker)
+    summary = run_assembly([str(lanes)], str(out), RunOptions(chunk_size=4, reranker=reranker))
     assert summary.queries == 10
     assert reranker.outcomes["ok"] == 6 and reranker.requested == 6
     plans = [reranker_plan(json.dumps(json.loads(line)["package"])) for line in out.read_text().splitlines()]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from assembler.reorder import RerankCandidate
 from assembler.rerank import BreakerState, CircuitBreaker, Deadline, HttpProvider, RerankConfig, RerankFailure
 from assembler.rerank.breaker import DEFAULT_COOLDOWN, DEFAULT_THRESHOLD, Admission
+from assembler.stages.reorder import RerankCandidate
 
 from .stub import FakeClock, Reply, StubServer, reversing
 

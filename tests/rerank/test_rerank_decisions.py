@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import pytest
 
 from assembler.pipeline import assemble_records
-from assembler.reorder import RerankCandidate
 from assembler.rerank import (
     CircuitBreaker,
     Deadline,
@@ -19,6 +18,7 @@ from assembler.rerank import (
     build_reranker,
     plan_text,
 )
+from assembler.stages.reorder import RerankCandidate
 
 from .records import (
     CONFIGURED_NOT_REQUESTED,

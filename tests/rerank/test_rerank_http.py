@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from assembler.reorder import RerankCandidate
 from assembler.rerank import MAX_RESPONSE_BYTES, CircuitBreaker, Deadline, HttpProvider, RerankConfig, RerankFailure
+from assembler.stages.reorder import RerankCandidate
 
 from .stub import FakeClock, Reply, StubServer, closed_port_url, results
 

@@ -11,8 +11,8 @@ import pytest
 
 from assembler.cli import main
 from assembler.pipeline import assemble_records
-from assembler.reorder import RerankCandidate
 from assembler.rerank import Deadline, ProviderReranker, RerankConfig, RerankFailure, build_reranker
+from assembler.stages.reorder import RerankCandidate
 
 from .records import MODEL, parsed, record, reranker_plan
 from .stub import Reply, Seen, StubServer, closed_port_url, results, reversing

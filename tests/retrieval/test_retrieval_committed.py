@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from assembler import assemble_batch
+from assembler.contract.text import normalize_entry
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet, check_limits, load_eval
-from assembler.neardup import normalize_entry
 
 EVAL = Path(__file__).resolve().parents[2] / "data" / "eval"
 SETS = sorted(p.name for p in EVAL.iterdir() if (p / "eval.jsonl").exists()) if EVAL.exists() else []

@@ -1,0 +1,85 @@
+"""Argument types and flag groups shared by the commands (``assemble``, ``evaluate``, ``lanes``, the rerank flags)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+__all__ = [
+    "BUDGET_KEYS",
+    "add_budget_flags",
+    "add_errors_flags",
+    "budget_overrides",
+    "errors_path",
+    "integer_at_least",
+    "non_negative_integer",
+    "positive_integer",
+]
+
+
+def integer_at_least(minimum: int, requirement: str) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``minimum``; a bad value is refused with
+    ``"<requirement>, got <value>"`` (each command keeps its own wording)."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{requirement}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{requirement}, got {value}")
+        return value
+
+    return convert
+
+
+positive_integer = integer_at_least(1, "must be a positive integer")
+non_negative_integer = integer_at_least(0, "must be a non-negative integer")
+BUDGET_KEYS = ("max_items", "max_bytes", "max_tokens")
+
+
+def add_budget_flags(
+    parser: argparse.ArgumentParser,
+    title: str = "budget overrides (replace every request's budget, then ceilings apply)",
+    *,
+    value_type: Callable[[str], int] = non_negative_integer,
+    action: type[argparse.Action] | None = None,
+) -> None:
+    """``--max-items/--max-bytes/--max-tokens`` in an argument group of their own."""
+    group = parser.add_argument_group(title)
+    extra = {} if action is None else {"action": action}
+    for key in BUDGET_KEYS:
+        flag = "--" + key.replace("_", "-")
+        group.add_argument(flag, type=value_type, metavar="N", dest=key, **extra)  # type: ignore[arg-type]
+
+
+def budget_overrides(args: argparse.Namespace) -> dict[str, int]:
+    """The budget flags given, as ``overrides`` for the Python API."""
+    return {key: getattr(args, key) for key in BUDGET_KEYS if getattr(args, key, None) is not None}
+
+
+def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> None:
+    """``--on-error``, ``--errors`` and ``--chunk-size``: the streaming commands' error discipline."""
+    parser.add_argument(
+        "--on-error",
+        choices=("stop", "skip"),
+        default="stop",
+        help="stop at the first bad record (default), or skip it into the errors file",
+    )
+    parser.add_argument("--errors", metavar="FILE", help="errors file for --on-error skip (default: OUT.errors.jsonl)")
+    parser.add_argument(
+        "--chunk-size",
+        type=positive_integer,
+        default=chunk_default,
+        metavar="N",
+        help=f"records per batch (default {chunk_default}; memory is bounded by it)",
+    )
+
+
+def errors_path(args: argparse.Namespace) -> str | None:
+    """Where ``--on-error skip`` writes rejected records (``OUT.errors.jsonl`` unless ``--errors``)."""
+    if args.on_error != "skip":
+        return None
+    if args.errors:
+        return str(args.errors)
+    return "rejected.jsonl" if args.output == "-" else f"{args.output}.errors.jsonl"

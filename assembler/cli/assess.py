@@ -1,0 +1,37 @@
+"""``assembler assess``: support assessment (Lexery U7) of run contexts, one per line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from assembler.assess import fixed_clock
+from assembler.cli.args import add_errors_flags, errors_path
+from assembler.run.assess import run_assess
+from assembler.run.options import DEFAULT_CHUNK_SIZE
+
+__all__ = ["register"]
+
+
+def _cmd_assess(args: argparse.Namespace) -> int:
+    summary = run_assess(
+        args.inputs,
+        args.output,
+        on_error=args.on_error,
+        errors_path=errors_path(args),
+        chunk_size=args.chunk_size,
+        clock=fixed_clock(args.now),
+    )
+    print(summary.line(), file=sys.stderr)
+    return 0
+
+
+def register(commands: Any) -> None:
+    """Add ``assess`` to the ``assembler`` command's subparsers."""
+    assess = commands.add_parser("assess", help="support assessment (Lexery U7) of run contexts, one per line")
+    assess.add_argument("inputs", nargs="+", metavar="INPUT", help="run contexts (.jsonl; - = stdin)")
+    assess.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
+    assess.add_argument("--now", metavar="ISO8601", help="assembled_at of every result (default: the current time)")
+    add_errors_flags(assess, DEFAULT_CHUNK_SIZE)
+    assess.set_defaults(run=_cmd_assess)

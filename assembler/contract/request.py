@@ -1,0 +1,189 @@
+"""The evidence request: validation (contract section 10) and budget resolution (section 8.1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from assembler.contract.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
+from assembler.errors import UsageError
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "LIMIT_CEILINGS",
+    "MAX_INPUT_ITEMS",
+    "Limits",
+    "Request",
+    "parse_request",
+    "resolve_limits",
+]
+
+MAX_INPUT_ITEMS = 1000
+DEFAULT_SEARCH_LIMIT = 5
+MAX_SEARCH_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The resolved budget: every admitted package fits all three."""
+
+    max_items: int
+    max_bytes: int
+    max_tokens: int
+
+
+DEFAULT_LIMITS = Limits(max_items=40, max_bytes=65536, max_tokens=4000)
+# max_tokens has no ceiling on the server (usize::MAX); None means unbounded here.
+LIMIT_CEILINGS: dict[str, int | None] = {"max_items": 1000, "max_bytes": 1048576, "max_tokens": None}
+
+
+@dataclass(frozen=True)
+class Request:
+    """The fields of an evidence request that selection and the plan depend on."""
+
+    origins: tuple[str, ...]
+    labels: tuple[str, ...]
+    text_fallback_query: str | None
+    search_limit: int
+    include_communities: bool
+    budget: dict[str, int]
+    rerank_requested: bool
+    rerank_model: str | None
+
+    @property
+    def canonical_query(self) -> str:
+        """The passage/community/reranker query: the fallback text, else origins joined."""
+        if self.text_fallback_query is not None:
+            return self.text_fallback_query
+        return "; ".join(self.origins)
+
+
+def _cue_list(value: Any, path: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (check_string(value, path),)
+    if not isinstance(value, list):
+        raise ShapeError(path, "must be a string or an array of strings")
+    return tuple(check_string(item, f"{path}[{i}]") for i, item in enumerate(value))
+
+
+def _check_length(cues: tuple[str, ...], path: str) -> None:
+    """The over_limit rule; checked after every shape rule, as the server does (section 10)."""
+    if len(cues) > MAX_INPUT_ITEMS:
+        raise ShapeError(
+            path,
+            f"{path.rsplit('.', 1)[-1]} carries {len(cues)} items, past the per-request limit "
+            f"of {MAX_INPUT_ITEMS}; split the request",
+        )
+
+
+def _optional_uint(request: dict[str, Any], key: str, path: str) -> int | None:
+    value = request.get(key)
+    return None if value is None else check_uint(value, f"{path}.{key}")
+
+
+_REQUEST_FIELDS = (
+    "origins",
+    "labels",
+    "dice_floor",
+    "semantic_floor",
+    "resolve_limit",
+    "activate_decay",
+    "activate_limit",
+    "text_fallback_query",
+    "search_limit",
+    "include_communities",
+    "budget",
+    "rerank",
+)
+
+
+def parse_request(request: Any, path: str = "request") -> Request:
+    """Validate a request body the way the server's deserializer does; unknown keys are ignored."""
+    if not isinstance(request, dict):
+        raise ShapeError(path, "must be an object")
+    check_duplicates(request, _REQUEST_FIELDS, path)
+    if request.get("origins") is None:
+        raise ShapeError(f"{path}.origins", "is required (a string or an array of strings)")
+    origins = _cue_list(request["origins"], f"{path}.origins")
+    labels_value = request.get("labels")
+    labels = () if labels_value is None else _cue_list(labels_value, f"{path}.labels")
+    for key in ("dice_floor", "semantic_floor", "activate_decay"):
+        if request.get(key) is not None:
+            check_number(request[key], f"{path}.{key}")
+    for key in ("resolve_limit", "activate_limit"):
+        _optional_uint(request, key, path)
+    fallback = request.get("text_fallback_query")
+    if fallback is not None:
+        check_string(fallback, f"{path}.text_fallback_query")
+    search_limit = _optional_uint(request, "search_limit", path)
+    include = request.get("include_communities", False)
+    if not isinstance(include, bool):
+        raise ShapeError(f"{path}.include_communities", "must be a boolean (null is not allowed)")
+    budget: dict[str, int] = {}
+    budget_value = request.get("budget")
+    if budget_value is not None:
+        if not isinstance(budget_value, dict):
+            raise ShapeError(f"{path}.budget", "must be an object")
+        check_duplicates(budget_value, vars(DEFAULT_LIMITS), f"{path}.budget")
+        for key in ("max_items", "max_bytes", "max_tokens"):
+            value = _optional_uint(budget_value, key, f"{path}.budget")
+            if value is not None:
+                budget[key] = value
+    rerank_value = request.get("rerank")
+    rerank_model = None
+    if rerank_value is not None:
+        if not isinstance(rerank_value, dict):
+            raise ShapeError(f"{path}.rerank", "must be an object")
+        check_duplicates(rerank_value, ("model",), f"{path}.rerank")
+        if rerank_value.get("model") is not None:
+            rerank_model = check_string(rerank_value["model"], f"{path}.rerank.model")
+    _check_length(origins, f"{path}.origins")
+    _check_length(labels, f"{path}.labels")
+    return Request(
+        origins=origins,
+        labels=labels,
+        text_fallback_query=fallback,
+        search_limit=min(DEFAULT_SEARCH_LIMIT if search_limit is None else search_limit, MAX_SEARCH_LIMIT),
+        include_communities=include,
+        budget=budget,
+        rerank_requested=rerank_value is not None,
+        rerank_model=rerank_model,
+    )
+
+
+def check_overrides(overrides: Mapping[str, object] | None) -> dict[str, int]:
+    """Budget overrides as the API takes them: only ``max_items``/``max_bytes``/``max_tokens``, each
+    a non-negative integer (the rule the request's own budget fields follow).
+
+    >>> check_overrides({"max_items": 5})
+    {'max_items': 5}
+    >>> check_overrides({"max_itemz": 5})
+    Traceback (most recent call last):
+    ...
+    assembler.errors.UsageError: unknown budget override 'max_itemz' (known: max_items, max_bytes, max_tokens)
+    """
+    checked: dict[str, int] = {}
+    for key, value in (overrides or {}).items():
+        if key not in LIMIT_CEILINGS:
+            known = ", ".join(LIMIT_CEILINGS)
+            raise UsageError(f"unknown budget override {key!r} (known: {known})")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"budget override {key} must be a non-negative integer, got {value!r}")
+        checked[key] = value
+    return checked
+
+
+def resolve_limits(budget: dict[str, int], overrides: dict[str, int] | None = None) -> Limits:
+    """Defaults, then overrides, then ceilings: ``min(value or default, ceiling)`` per field.
+
+    ``overrides`` (the ``--max-*`` flags) replace the request's own values before the ceilings
+    apply, so an override past a ceiling is clamped just like a request value would be.
+    """
+    merged = {**budget, **(overrides or {})}
+    resolved: dict[str, int] = {}
+    for key, default in vars(DEFAULT_LIMITS).items():
+        value = merged.get(key, default)
+        ceiling = LIMIT_CEILINGS[key]
+        resolved[key] = value if ceiling is None else min(value, ceiling)
+    return Limits(**resolved)

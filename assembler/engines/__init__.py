@@ -1,1 +1,0 @@
-"""Execution engines beyond the local chunk loop; each imports its framework lazily."""

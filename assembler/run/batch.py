@@ -1,0 +1,300 @@
+"""The engine-agnostic entry point: an Arrow table of lane-dump rows in, Arrow tables of packages out.
+
+Every engine calls :func:`assemble_table` on one batch: the local engine (``assembler.run.local``)
+on each chunk it reads, the Ray engine (``assembler.run.ray``) inside ``map_batches``. It
+validates with :func:`assembler.stages.lanes.parse_record` (through :func:`assembler.run.records.iter_records`)
+and assembles with :func:`assembler.pipeline.assemble_records`: no stage is implemented twice.
+
+An input table has one of two forms (docs/scaling.md):
+
+* **JSON Lines**: a column ``json_line`` (binary or string), one lane-dump line per row, as read
+  from the file without its newline. Blank or null rows are skipped, as blank lines are.
+* **Parquet**: the lane-dump columns themselves (``assembler.run.io.LANE_DUMP_SCHEMA``, or any table
+  whose rows read as lane-dump objects; null means absent).
+
+Either form may carry ``source_file`` (string) and ``source_line`` (1-based line or row) to name
+records in errors; without them records are ``<memory>`` rows 1, 2, ...  Other columns of the
+JSON Lines form are ignored; in the Parquet form every other column belongs to the record.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from assembler.errors import InputError, RecordError, UsageError
+from assembler.pipeline import BatchResult, assemble_records
+from assembler.run.io import PACKAGE_SCHEMA, RawRecord, drop_nulls, is_parquet, jsonl_lines, line_record, row_text
+from assembler.run.records import iter_records
+from assembler.selection import CONTRACT, SelectionPolicy
+
+if TYPE_CHECKING:
+    from assembler.stages.reorder import Reranker
+
+__all__ = [
+    "JSON_LINE",
+    "REJECTED_SCHEMA",
+    "SOURCE_FILE",
+    "SOURCE_LINE",
+    "ArrowResult",
+    "assemble_table",
+    "file_tables",
+    "packages_table",
+    "read_tables",
+    "record_texts",
+    "rejected_entries",
+    "summary_counts",
+]
+
+JSON_LINE = "json_line"
+SOURCE_FILE = "source_file"
+SOURCE_LINE = "source_line"
+_SOURCE_COLUMNS = (SOURCE_FILE, SOURCE_LINE)
+_TEXT_TYPES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
+
+REJECTED_SCHEMA = pa.schema(
+    [
+        ("file", pa.string()),
+        ("line", pa.int64()),
+        ("query_id", pa.string()),
+        ("field", pa.string()),
+        ("rule", pa.string()),
+        ("record", pa.string()),
+    ]
+)
+"""Rejected records: the fields of the errors file (docs/lane-dump.md), ``record`` untouched."""
+
+
+@dataclass(frozen=True)
+class ArrowResult:
+    """One batch assembled.
+
+    ``packages`` (``assembler.run.io.PACKAGE_SCHEMA``) has one row per accepted record and
+    ``rejected`` (:data:`REJECTED_SCHEMA`) one per rejected record, each in input order;
+    ``package_rows`` / ``rejected_rows`` give each row's index in the input table. ``batch`` is
+    the pipeline's own result (package texts as Python strings, decisions, summaries).
+    """
+
+    batch: BatchResult
+    rejected: pa.Table
+    package_rows: list[int]
+    rejected_rows: list[int]
+
+    @cached_property
+    def packages(self) -> pa.Table:
+        """The packages with their summary columns (made on first use: the local engine needs none)."""
+        return packages_table(self.batch)
+
+
+def assemble_table(
+    table: pa.Table | pa.RecordBatch,
+    *,
+    overrides: Mapping[str, int] | None = None,
+    policy: SelectionPolicy = CONTRACT,
+    on_error: Literal["stop", "skip"] = "skip",
+    seen: set[str] | None = None,
+    reranker: Reranker | None = None,
+) -> ArrowResult:
+    """Validate and assemble every lane-dump row of ``table``.
+
+    A bad record raises :class:`~assembler.errors.InputError` with ``on_error="stop"`` and is
+    returned in ``rejected`` with ``"skip"``. A query id met earlier in the table, or found in
+    ``seen`` (the ids of earlier batches, updated in place), is a duplicate.
+    """
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    text_form = JSON_LINE in table.column_names
+    rejected: list[tuple[RawRecord, RecordError]] = []
+    rejected_rows: list[int] = []
+    package_rows: list[int] = []
+    row = [-1]  # index of the row iter_records is on (it finishes each row before pulling the next)
+
+    def raws() -> Iterator[RawRecord]:
+        for index, raw in _table_raws(table, text_form):
+            row[0] = index
+            yield raw
+
+    def reject(raw: RawRecord, error: RecordError) -> None:
+        if on_error == "stop":
+            raise InputError(error)
+        rejected.append((raw, error))
+        rejected_rows.append(row[0])
+
+    records = []
+    for _, record in iter_records(raws(), reject, dict(overrides or {}), seen=seen):
+        records.append(record)
+        package_rows.append(row[0])
+    batch = assemble_records(records, policy=policy, reranker=reranker)
+    return ArrowResult(
+        batch=batch,
+        rejected=_rejected_table(rejected, text_form),
+        package_rows=package_rows,
+        rejected_rows=rejected_rows,
+    )
+
+
+def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawRecord]]:
+    """``(row index, record)`` of every row that holds a record."""
+    n = table.num_rows
+    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
+    lines = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else range(1, n + 1)
+    if text_form:
+        column = table.column(JSON_LINE)
+        if column.type not in _TEXT_TYPES:
+            raise UsageError(f"column {JSON_LINE} must be binary or string, not {column.type}")
+        for index, (file, line, raw) in enumerate(zip(files, lines, column.to_pylist(), strict=True)):
+            data = raw.encode("utf-8") if isinstance(raw, str) else raw
+            if data is None or not data.strip():
+                continue
+            yield index, line_record(file, line, data)
+        return
+    values = table.drop_columns([name for name in _SOURCE_COLUMNS if name in table.column_names]).to_pylist()
+    for index, (file, line, value) in enumerate(zip(files, lines, values, strict=True)):
+        # The text is made only if the record is rejected (see _rejected_table).
+        yield index, RawRecord(file, line, drop_nulls(value), "")
+
+
+def packages_table(result: BatchResult) -> pa.Table:
+    """The packages of a batch as ``assembler.run.io.PACKAGE_SCHEMA`` rows, in input order."""
+    summaries = result.summaries.drop("query_id").to_arrow()
+    columns: dict[str, Any] = {"query_id": result.query_ids, "package": result.packages}
+    columns.update({name: summaries.column(name) for name in summaries.column_names})
+    return pa.table(columns, schema=PACKAGE_SCHEMA)
+
+
+def _shown(raw: RawRecord, text_form: bool) -> str:
+    """A record's text as the errors file shows it (a Parquet row's is made here, when needed)."""
+    return raw.text if text_form else row_text(raw.value)
+
+
+def _rejected_table(rejected: Sequence[tuple[RawRecord, RecordError]], text_form: bool) -> pa.Table:
+    columns: dict[str, list[Any]] = {name: [] for name in REJECTED_SCHEMA.names}
+    for raw, error in rejected:
+        for name, value in error.as_dict().items():
+            columns[name].append(value)
+        columns["record"].append(_shown(raw, text_form))
+    return pa.table(columns, schema=REJECTED_SCHEMA)
+
+
+def record_texts(table: pa.Table) -> Iterator[tuple[int, str]]:
+    """``(line, text)`` of every record of an input table, the text as the errors file shows it."""
+    text_form = JSON_LINE in table.column_names
+    for _, raw in _table_raws(table, text_form):
+        yield raw.line, _shown(raw, text_form)
+
+
+def rejected_entries(table: pa.Table) -> Iterator[tuple[RawRecord, RecordError]]:
+    """The rows of a :data:`REJECTED_SCHEMA` table as ``(record, error)`` pairs."""
+    for row in table.to_pylist():
+        error = RecordError(row["file"], row["line"], row["query_id"], row["field"], row["rule"])
+        yield RawRecord(row["file"], row["line"], None, row["record"]), error
+
+
+def summary_counts(packages: pa.Table) -> dict[str, int]:
+    """Column sums of a packages table (items, omissions by reason, search-limit cuts)."""
+    return {name: int(pc.sum(packages.column(name)).as_py() or 0) for name in PACKAGE_SCHEMA.names[2:]}
+
+
+# --- reading files into input tables --------------------------------------------------------------
+
+
+def file_tables(
+    name: str,
+    stream: IO[bytes],
+    *,
+    parquet: bool,
+    rows: int,
+    first_line: int = 1,
+    row_groups: Sequence[int] | None = None,
+    max_bytes: int | None = None,
+) -> Iterator[pa.Table]:
+    """One input file as input tables of at most ``rows`` rows, each row named ``name`` + line/row.
+
+    JSON Lines gives the ``json_line`` form (blank lines dropped, line numbers kept), Parquet the
+    lane-dump columns of the file. The same rules as :func:`assembler.run.io.read_raw`. A part of a
+    file is read by giving the line (or row) it starts at, and for Parquet its ``row_groups``.
+    With ``max_bytes`` a JSON Lines table also ends at the line that reaches that many bytes.
+    """
+    if parquet:
+        try:
+            parquet_file = pq.ParquetFile(stream)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise UsageError(f"cannot read {name} as Parquet: {exc}") from None
+        first = first_line
+        for batch in parquet_file.iter_batches(batch_size=rows, row_groups=row_groups):
+            table = pa.Table.from_batches([batch])
+            yield _with_source(table, name, range(first, first + table.num_rows))
+            first += table.num_rows
+        return
+    numbers: list[int] = []
+    lines: list[bytes] = []
+    size = 0
+    for number, raw in jsonl_lines(stream):
+        numbers.append(number + first_line - 1)
+        lines.append(raw)
+        size += len(raw)
+        if len(lines) >= rows or (max_bytes is not None and size >= max_bytes):
+            yield _with_source(pa.table({JSON_LINE: pa.array(lines, pa.binary())}), name, numbers)
+            numbers, lines, size = [], [], 0
+    if lines:
+        yield _with_source(pa.table({JSON_LINE: pa.array(lines, pa.binary())}), name, numbers)
+
+
+def _with_source(table: pa.Table, name: str, lines: Iterable[int]) -> pa.Table:
+    table = table.drop_columns([column for column in _SOURCE_COLUMNS if column in table.column_names])
+    table = table.append_column(SOURCE_FILE, pa.array([name] * table.num_rows, pa.string()))
+    return table.append_column(SOURCE_LINE, pa.array(list(lines), pa.int64()))
+
+
+def read_tables(paths: Sequence[str], rows: int, max_bytes: int | None = None) -> Iterator[pa.Table]:
+    """Every input file in order as input tables of ``rows`` rows (fewer only where the form changes,
+    or, with ``max_bytes``, where a JSON Lines table reaches that many bytes of lines).
+
+    ``-`` is standard input (JSON Lines). Consecutive tables of one schema are joined across files.
+    """
+    pending: list[pa.Table] = []
+    count = size = 0
+    for table in _file_tables_of(paths, rows, max_bytes):
+        if pending and table.schema != pending[0].schema:
+            yield pa.concat_tables(pending)
+            pending, count, size = [], 0, 0
+        pending.append(table)
+        count += table.num_rows
+        size += _line_bytes(table)
+        if count < rows and max_bytes is not None and size >= max_bytes:
+            yield pa.concat_tables(pending)
+            pending, count, size = [], 0, 0
+        while count >= rows:
+            joined = pa.concat_tables(pending)
+            yield joined.slice(0, rows)
+            rest = joined.slice(rows)
+            pending, count, size = ([rest] if rest.num_rows else []), rest.num_rows, _line_bytes(rest)
+    if pending:
+        yield pa.concat_tables(pending)
+
+
+def _line_bytes(table: pa.Table) -> int:
+    """Bytes of the JSON Lines of a ``json_line`` table (0 for the Parquet form: bounded by rows only)."""
+    if JSON_LINE not in table.column_names or table.num_rows == 0:
+        return 0
+    return int(pc.sum(pc.binary_length(table.column(JSON_LINE))).as_py() or 0)
+
+
+def _file_tables_of(paths: Sequence[str], rows: int, max_bytes: int | None) -> Iterator[pa.Table]:
+    for path in paths:
+        if path == "-":
+            yield from file_tables("<stdin>", sys.stdin.buffer, parquet=False, rows=rows, max_bytes=max_bytes)
+            continue
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+        with handle:
+            yield from file_tables(path, handle, parquet=is_parquet(path), rows=rows, max_bytes=max_bytes)

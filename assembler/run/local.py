@@ -1,0 +1,159 @@
+"""The local engine: read in chunks, assemble each chunk (here or in a process pool), write in order.
+
+Memory is bounded by the chunk (``chunk_size`` queries or ``chunk_bytes`` of input), plus the set
+of query ids seen, needed to reject a duplicate anywhere in the input. On a bad record the run
+either stops (``on_error="stop"``: an :class:`~assembler.errors.InputError`, nothing written) or
+sets the record aside with its reason in an errors file (``on_error="skip"``) and goes on, so
+nothing is lost. With ``workers`` > 1 the chunks are assembled by a process pool and written in
+input order (``assembler.run.pool``): the same bytes, errors and counts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assembler.contract import wire
+from assembler.run.batch import assemble_table, read_tables, rejected_entries
+from assembler.run.io import LANE_DUMP_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, read_raw
+from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, RunOptions
+from assembler.run.outputs import PackageSink, RunSummary, run_outputs
+from assembler.run.pool import ChunkJob, run_pooled, usable_cpus
+from assembler.run.records import iter_records
+from assembler.stages.lanes import LANE_NAMES, LaneRecord
+
+__all__ = ["convert", "run_assembly"]
+
+
+def run_assembly(
+    inputs: Inputs,
+    output: str | os.PathLike[str],
+    options: RunOptions | None = None,
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> RunSummary:
+    """Assemble every record of ``inputs`` into ``output`` as ``options`` say; return the run's counts.
+
+    With ``on_error="stop"`` the first bad record raises :class:`~assembler.errors.InputError` and
+    no output file is left. ``progress`` is called with the number of packages of each chunk
+    written. With ``workers`` other than 1 the workers are spawned processes: a script using
+    them needs the ``if __name__ == "__main__":`` guard.
+    """
+    options = options or RunOptions()
+    output = os.fspath(output)
+    workers = options.workers or (1 if options.reranker is not None else usable_cpus())
+    summary = RunSummary()
+    started = time.perf_counter()
+    parquet = options.output_format == "parquet"
+    with run_outputs(output, parquet, options.on_error, options.errors_path) as (out, rejects):
+        sink = PackageSink(out, parquet, options.assess)
+        seen: set[str] = set()  # query ids of earlier chunks
+
+        def assemble_here(table: pa.Table) -> None:
+            assembled = assemble_table(
+                table,
+                overrides=options.overrides,
+                policy=options.selection_policy,
+                on_error=options.on_error,
+                seen=seen,
+                reranker=options.reranker,
+            )
+            for raw, error in rejected_entries(assembled.rejected):
+                rejects.reject(raw, error)
+            result = assembled.batch
+            sink.write(result)
+            summary.add_packages(result.summaries.to_arrow())
+            if progress is not None:
+                progress(len(result.packages))
+
+        try:
+            tables = read_tables(input_paths(inputs), options.chunk_size, options.chunk_bytes)
+            if workers == 1:
+                for table in tables:
+                    assemble_here(table)
+            else:
+                run_pooled(
+                    tables,
+                    workers=workers,
+                    job=ChunkJob.of(options),
+                    in_process=assemble_here,
+                    seen=seen,
+                    sink=sink,
+                    rejects=rejects,
+                    summary=summary,
+                    progress=progress,
+                )
+        finally:
+            sink.close()
+    summary.rejected = rejects.count
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _clean_row(raw: RawRecord, record: LaneRecord) -> dict[str, object]:
+    """A validated record as a Parquet row: known fields only, lanes uncut."""
+    value = raw.value
+    request = dict(value["request"])
+    request["origins"] = list(record.request.origins)
+    request["labels"] = list(record.request.labels) if request.get("labels") is not None else None
+    lanes_raw = value["lanes"]
+    shapes = {
+        "graph_query": wire.ASSOCIATION,
+        "graph_activate": wire.ACTIVATION,
+        "passages": wire.PASSAGE_HIT,
+        "communities": wire.COMMUNITY_HIT,
+        "citations": wire.CITATION_ENTRY,
+    }
+    lanes = {
+        name: None
+        if lanes_raw.get(name) is None
+        else [wire.validate(shapes[name], entry, name) for entry in lanes_raw[name]]
+        for name in LANE_NAMES
+    }
+    return {
+        "query_id": record.query_id,
+        "context": record.context,
+        "request": request,
+        "lanes": lanes,
+        "plan_lanes": record.plan_lanes,
+    }
+
+
+def convert(
+    inputs: Inputs,
+    output: str | os.PathLike[str],
+    *,
+    on_error: OnError = "stop",
+    errors_path: str | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> RunSummary:
+    """Lane dumps from JSON Lines to Parquet or back (by the output's extension), validated."""
+    summary = RunSummary()
+    started = time.perf_counter()
+    output = os.fspath(output)
+    to_parquet = is_parquet(output)
+    with run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
+        writer = pq.ParquetWriter(out.write_path, LANE_DUMP_SCHEMA) if to_parquet else None
+        try:
+            rows: list[dict[str, object]] = []
+            for raw, record in iter_records(read_raw(input_paths(inputs)), rejects.reject):
+                summary.queries += 1
+                if writer is None:
+                    out.handle.write(raw.text + "\n")
+                    continue
+                rows.append(_clean_row(raw, record))
+                if len(rows) >= chunk_size:
+                    writer.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA))
+                    rows = []
+            if writer is not None and rows:
+                writer.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA))
+        finally:
+            if writer is not None:
+                writer.close()
+    summary.rejected = rejects.count
+    summary.seconds = time.perf_counter() - started
+    return summary

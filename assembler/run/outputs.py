@@ -1,0 +1,130 @@
+"""The output side of a run: packages, the errors file and the run's counts.
+
+Both files land only when the run finishes (:class:`~assembler.run.io.AtomicFile`). Every engine
+writes through these: the local run, the process pool's parent and the Ray driver.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from assembler.assess.packages import assessed_line, assessment_texts
+from assembler.errors import InputError, RecordError, UsageError
+from assembler.pipeline import REASONS, BatchResult
+from assembler.run.batch import packages_table, summary_counts
+from assembler.run.io import PACKAGE_SCHEMA, AtomicFile, RawRecord, package_line
+from assembler.run.options import OnError
+
+__all__ = ["PackageSink", "Rejects", "RunSummary", "package_lines", "run_outputs"]
+
+
+@dataclass
+class RunSummary:
+    """Counts of a run, for the one-line summary and for callers."""
+
+    queries: int = 0
+    items: int = 0
+    omitted: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
+    search_limit_cuts: int = 0
+    rejected: int = 0
+    seconds: float = 0.0
+
+    def line(self) -> str:
+        """``assembled N queries: ...`` (no candidate text, safe to log)."""
+        rate = self.queries / self.seconds if self.seconds > 0 else 0.0
+        omitted = ", ".join(f"{reason} {count}" for reason, count in self.omitted.items())
+        return (
+            f"assembled {self.queries} queries: {self.items} items admitted, "
+            f"omitted {sum(self.omitted.values())} ({omitted}), {self.search_limit_cuts} search-limit cuts, "
+            f"{self.rejected} rejected; {rate:,.0f} queries/s"
+        )
+
+    def add_packages(self, packages: pa.Table) -> None:
+        """Count the packages of a ``PACKAGE_SCHEMA`` table (or of its summary columns alone)."""
+        counts = summary_counts(packages)
+        self.queries += packages.num_rows
+        self.items += counts["items_used"]
+        self.search_limit_cuts += counts["search_limit_cuts"]
+        for reason in REASONS:
+            self.omitted[reason] += counts[f"omitted_{reason}"]
+
+
+class Rejects:
+    """Where rejected records go (``skip``) or why the run stops (``stop``)."""
+
+    def __init__(self, on_error: OnError, sink: AtomicFile | None) -> None:
+        self.on_error = on_error
+        self.sink = sink
+        self.count = 0
+
+    def reject(self, raw: RawRecord, error: RecordError) -> None:
+        if self.on_error == "stop":
+            raise InputError(error)
+        self.count += 1
+        assert self.sink is not None
+        entry = {**error.as_dict(), "record": raw.text}
+        self.sink.handle.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+@contextmanager
+def run_outputs(
+    output: str, binary: bool, on_error: OnError, errors_path: str | None
+) -> Iterator[tuple[AtomicFile, Rejects]]:
+    """The output and the rejects of a run; both land only if the block finishes."""
+    if on_error == "skip" and not errors_path:
+        raise UsageError("on_error='skip' needs an errors file to put rejected records in")
+    with AtomicFile(output, binary=binary) as out:
+        errors = AtomicFile(errors_path) if on_error == "skip" and errors_path else None
+        try:
+            rejects = Rejects(on_error, errors)
+            yield out, rejects
+            out.commit()
+            if errors is not None:
+                errors.commit()
+        finally:
+            if errors is not None:
+                errors.discard()
+
+
+def package_lines(result: BatchResult, assess: bool = False) -> list[str]:
+    """The JSON Lines output of a batch, one line per package (``assess``: with its assessment)."""
+    if assess:
+        return list(map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages)))
+    return list(map(package_line, result.query_ids, result.packages))
+
+
+class PackageSink:
+    """Packages into the run's output file, as JSON Lines or Parquet."""
+
+    def __init__(self, out: AtomicFile, parquet: bool, assess: bool = False) -> None:
+        self.out = out
+        self.assess = assess
+        self.writer = pq.ParquetWriter(out.write_path, PACKAGE_SCHEMA) if parquet else None
+
+    def write(self, result: BatchResult) -> None:
+        if self.writer is None:
+            self.out.handle.write("".join(package_lines(result, self.assess)))
+            return
+        self.writer.write_table(packages_table(result))
+
+    def write_text(self, text: str) -> None:
+        """Write JSON Lines output already rendered (the process pool's chunks)."""
+        self.out.handle.write(text)
+
+    def write_table(self, packages: pa.Table) -> None:
+        """Write a ``PACKAGE_SCHEMA`` table (the Ray engine's blocks)."""
+        if self.writer is not None:
+            self.writer.write_table(packages)
+            return
+        lines = map(package_line, packages.column("query_id").to_pylist(), packages.column("package").to_pylist())
+        self.out.handle.write("".join(lines))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

@@ -1,0 +1,306 @@
+"""The local engine on every core: chunks assembled by a process pool, written in input order.
+
+:func:`assembler.run.local.run_assembly` with ``workers`` > 1 (``assembler assemble --workers N``)
+hands its chunks here. The parent reads the inputs in chunks exactly as the one-process run does
+(:func:`assembler.run.batch.read_tables`), sends each chunk to a worker of a
+:class:`~concurrent.futures.ProcessPoolExecutor` (``spawn`` start method: Polars is
+multithreaded, forking it is unsafe), and takes the results back strictly in input order, at most
+``2 * workers`` chunks in flight so that memory stays bounded by the chunk size.
+
+A worker calls :func:`assembler.run.batch.assemble_table` with no ``seen`` set (it checks duplicates
+within its chunk only) and returns a :class:`ChunkResult`: the package lines already rendered
+(JSON Lines, with ``--assess`` too) or the ``PACKAGE_SCHEMA`` table (Parquet), the summary columns,
+and the rejected records with their row indices. The parent, like the Ray engine's driver, then
+rejects a query id already written from an earlier chunk, hands every reject to
+:class:`~assembler.run.outputs.Rejects` in input order and writes the rest. With ``on_error="stop"`` a
+worker that meets a bad record gives its chunk back unassembled, and the parent validates that
+chunk itself (the one-process step), which raises the first bad record's error; queued chunks are
+cancelled and running ones terminated. Output, errors file and counts are byte for byte those of
+the one-process run.
+
+An input of one chunk is assembled in this process: the pool starts only when a second chunk
+exists, and then the parent assembles the first chunk itself while the workers start (each a new
+interpreter importing the package: about a second).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from assembler.errors import InputError, RecordError
+from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, packages_table, record_texts, rejected_entries
+from assembler.run.io import RawRecord
+from assembler.run.options import OnError, RunOptions
+from assembler.run.outputs import PackageSink, Rejects, RunSummary, package_lines
+from assembler.run.records import DUPLICATE_RULE
+from assembler.selection import SelectionPolicy, get_policy, policies
+
+__all__ = ["ChunkJob", "ChunkResult", "assemble_chunk", "run_pooled", "usable_cpus"]
+
+IN_FLIGHT_PER_WORKER = 2
+"""Chunks submitted per worker before the parent waits for the oldest (one running, one queued)."""
+PARENT_CHECK_SECONDS = 1.0
+"""How often a worker checks that the process that started it is still alive."""
+THREAD_VARIABLES = ("POLARS_MAX_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""The thread pools a worker would size to the whole machine (Polars, BLAS, OpenMP/Arrow): set to
+the worker's share of the CPUs unless already set, so that N workers on N CPUs do not start N
+threads each."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class ChunkJob:
+    """What every worker needs besides its chunk; picklable (a registered policy goes by name)."""
+
+    overrides: dict[str, int]
+    policy: str | SelectionPolicy
+    on_error: OnError
+    parquet: bool
+    assess: bool
+
+    @classmethod
+    def of(cls, options: RunOptions) -> ChunkJob:
+        """The job of a run's options (a registered policy goes by name, another by value)."""
+        policy = options.selection_policy
+        registered = policies().get(policy.name) is policy
+        return cls(
+            dict(options.overrides),
+            policy.name if registered else policy,
+            options.on_error,
+            options.output_format == "parquet",
+            options.assess,
+        )
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """One chunk assembled by a worker.
+
+    ``query_ids`` and ``package_rows`` (row index in the chunk) of every package in input order;
+    ``lines`` its output lines (JSON Lines) or ``None`` (Parquet); ``packages`` the
+    ``PACKAGE_SCHEMA`` table (Parquet) or only the summary columns (JSON Lines), one row per
+    package; ``rejected`` (``REJECTED_SCHEMA``) with ``rejected_rows``.
+    """
+
+    query_ids: list[str]
+    package_rows: list[int]
+    lines: list[str] | None
+    packages: pa.Table
+    rejected: pa.Table
+    rejected_rows: list[int]
+
+
+def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
+    """Worker: one chunk through the entry point, duplicates checked within the chunk only.
+
+    ``None``: the chunk holds a bad record and the run stops (``on_error="stop"``); it was found
+    while validating, before any assembly, and the parent finds it again (or an earlier duplicate
+    of a query id of another chunk) by validating the chunk itself.
+    """
+    policy = get_policy(job.policy) if isinstance(job.policy, str) else job.policy
+    try:
+        assembled = assemble_table(table, overrides=job.overrides, policy=policy, on_error=job.on_error, seen=None)
+    except InputError:
+        return None
+    batch = assembled.batch
+    if job.parquet:
+        lines, packages = None, packages_table(batch)
+    else:
+        lines, packages = package_lines(batch, job.assess), batch.summaries.drop("query_id").to_arrow()
+    return ChunkResult(
+        query_ids=list(batch.query_ids),
+        package_rows=assembled.package_rows,
+        lines=lines,
+        packages=packages,
+        rejected=assembled.rejected,
+        rejected_rows=assembled.rejected_rows,
+    )
+
+
+class _OrderedWriter:
+    """The parent's side: rejects and packages of each chunk, taken in input order."""
+
+    def __init__(
+        self,
+        sink: PackageSink,
+        rejects: Rejects,
+        summary: RunSummary,
+        progress: Callable[[int], None] | None,
+        seen: set[str],
+    ) -> None:
+        self.sink = sink
+        self.rejects = rejects
+        self.summary = summary
+        self.progress = progress
+        self.seen = seen  # query ids written from earlier chunks
+
+    def take(self, table: pa.Table, result: ChunkResult) -> None:
+        keep = self._take_rejects(table, result)
+        packages = result.packages
+        lines = result.lines
+        if not all(keep):  # a query id of an earlier chunk (rare)
+            packages = packages.filter(pa.array(keep, pa.bool_()))
+            lines = None if lines is None else [line for line, kept in zip(lines, keep, strict=True) if kept]
+        if lines is None:
+            self.sink.write_table(packages)
+        else:
+            self.sink.write_text("".join(lines))
+        self.summary.add_packages(packages)
+        if self.progress is not None:
+            self.progress(packages.num_rows)
+
+    def _take_rejects(self, table: pa.Table, result: ChunkResult) -> list[bool]:
+        """Hand the chunk's rejects to ``rejects`` by row index, a repeated query id among them;
+        which packages are kept."""
+        events = sorted(
+            [(row, False, index) for index, row in enumerate(result.rejected_rows)]
+            + [(row, True, index) for index, row in enumerate(result.package_rows)]
+        )
+        refused = list(rejected_entries(result.rejected)) if result.rejected_rows else []
+        keep = [True] * len(result.package_rows)
+        for row, is_package, index in events:
+            if not is_package:
+                self.rejects.reject(*refused[index])
+                continue
+            query_id = result.query_ids[index]
+            if query_id not in self.seen:
+                self.seen.add(query_id)
+                continue
+            keep[index] = False
+            file, line = table.column(SOURCE_FILE)[row].as_py(), table.column(SOURCE_LINE)[row].as_py()
+            text = next(record_texts(table.slice(row, 1)))[1] if self.rejects.on_error == "skip" else ""
+            error = RecordError(file, line, query_id, "query_id", DUPLICATE_RULE)
+            self.rejects.reject(RawRecord(file, line, None, text), error)
+        return keep
+
+
+def run_pooled(
+    tables: Iterator[pa.Table],
+    *,
+    workers: int,
+    job: ChunkJob,
+    in_process: Callable[[pa.Table], None],
+    seen: set[str],
+    sink: PackageSink,
+    rejects: Rejects,
+    summary: RunSummary,
+    progress: Callable[[int], None] | None,
+) -> None:
+    """Assemble every chunk of ``tables`` with a pool of ``workers`` processes; write in input order.
+
+    ``in_process`` is the one-process run's step (it adds the query ids it writes to ``seen``):
+    it assembles an input of one chunk without a pool, and else the first chunk while the
+    workers start. A read error (an unreadable second file, say) is raised once the chunks read
+    before it are written, as in the one-process run, so that an earlier bad record still wins.
+    """
+    failure: list[Exception] = []
+
+    def read() -> pa.Table | None:
+        if failure:
+            return None
+        try:
+            return next(tables, None)
+        except Exception as exc:
+            failure.append(exc)
+            return None
+
+    first = read()
+    second = None if first is None else read()
+    if first is None or second is None:
+        if first is not None:
+            in_process(first)
+        if failure:
+            raise failure[0]
+        return
+    writer = _OrderedWriter(sink, rejects, summary, progress, seen)
+    limit = IN_FLIGHT_PER_WORKER * workers
+    pending: deque[tuple[pa.Table, Future[ChunkResult | None]]] = deque()
+
+    def submit(table: pa.Table) -> None:
+        pending.append((table, executor.submit(assemble_chunk, table, job)))
+
+    def take_oldest() -> None:
+        table, future = pending.popleft()
+        result = future.result()
+        if result is None:  # a bad record, on_error="stop": the one-process step raises the first one
+            in_process(table)
+            raise RuntimeError("a worker refused a chunk that this process accepts")
+        writer.take(table, result)
+
+    # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.
+    with _worker_threads(max(1, usable_cpus() // workers)):
+        executor = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker
+        )
+        finished = False
+        try:
+            submit(second)
+            while len(pending) < limit and (table := read()) is not None:
+                submit(table)
+            in_process(first)  # while the workers start (about a second)
+            while (table := read()) is not None:
+                if len(pending) >= limit:
+                    take_oldest()
+                submit(table)
+            while pending:
+                take_oldest()
+            finished = True
+        finally:
+            _shut_down(executor, finished)
+    if failure:
+        raise failure[0]
+
+
+def _start_worker() -> None:
+    """Worker: leave Ctrl-C to the parent (which terminates the workers: no traceback from each),
+    and exit if the parent dies without doing so (killed: the pool's queues would block forever)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="assembler-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def _worker_threads(threads: int) -> Iterator[None]:
+    """Set :data:`THREAD_VARIABLES` that are unset to ``threads`` (for the spawned workers to
+    inherit; this process's pools are sized already); restore them after."""
+    added = [name for name in THREAD_VARIABLES if name not in os.environ]
+    os.environ.update(dict.fromkeys(added, str(threads)))
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def _shut_down(executor: ProcessPoolExecutor, finished: bool) -> None:
+    """Wait for the idle workers to exit after a clean run; otherwise first terminate the running
+    chunks (their results are not wanted: a worker writes nothing), and the queued ones are
+    cancelled. Either way the pool's own thread has reaped every worker on return."""
+    if not finished:
+        for process in list((executor._processes or {}).values()):  # no public terminate before 3.14
+            process.terminate()
+    executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,46 @@
+"""Records in: every raw record validated once, a query id repeated anywhere in the input refused."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+
+from assembler.errors import InputError, RecordError
+from assembler.run.io import RawRecord
+from assembler.stages.lanes import LaneRecord, parse_record
+
+__all__ = ["DUPLICATE_RULE", "iter_records", "stop_at_first"]
+
+DUPLICATE_RULE = "duplicate query_id (each query may appear once in the input)"
+
+
+def iter_records(
+    raws: Iterable[RawRecord],
+    reject: Callable[[RawRecord, RecordError], None],
+    overrides: Mapping[str, int] | None = None,
+    seen: set[str] | None = None,
+) -> Iterator[tuple[RawRecord, LaneRecord]]:
+    """Validated records; each bad one (including a repeated query id) is handed to ``reject``.
+
+    ``seen`` holds the query ids accepted before (earlier batches of one run); it is updated.
+    """
+    seen = set() if seen is None else seen
+    overrides = dict(overrides or {})
+    for raw in raws:
+        if raw.error is not None:
+            reject(raw, raw.error)
+            continue
+        try:
+            record = parse_record(raw.value, file=raw.file, line=raw.line, overrides=overrides)
+        except InputError as exc:
+            reject(raw, exc.error)
+            continue
+        if record.query_id in seen:
+            reject(raw, RecordError(raw.file, raw.line, record.query_id, "query_id", DUPLICATE_RULE))
+            continue
+        seen.add(record.query_id)
+        yield raw, record
+
+
+def stop_at_first(_raw: RawRecord, error: RecordError) -> None:
+    """A ``reject`` that ends the run at the first bad record."""
+    raise InputError(error)

@@ -1,0 +1,48 @@
+"""Selection policies by name: ``contract`` (the default, byte-exact) and the opt-in ``quality``.
+
+A :class:`SelectionPolicy` decides which fused candidates are dropped, how the rest form admission
+units, in which order they are offered and which are admitted (``assembler.selection.base``).
+Everywhere a policy is taken, a registered name is accepted too (:func:`get_policy`).
+
+>>> get_policy("contract") is CONTRACT
+True
+>>> sorted(policies())[:2]
+['contract', 'quality']
+"""
+
+from __future__ import annotations
+
+from assembler.errors import UsageError
+from assembler.selection.base import Selection, SelectionInputs, SelectionPolicy, admit_units, survivor_positions
+from assembler.selection.contract import CONTRACT, ContractPolicy
+from assembler.selection.quality import QUALITY_POLICIES, QualityPolicy
+
+__all__ = [
+    "CONTRACT",
+    "ContractPolicy",
+    "QualityPolicy",
+    "Selection",
+    "SelectionInputs",
+    "SelectionPolicy",
+    "admit_units",
+    "get_policy",
+    "policies",
+    "survivor_positions",
+]
+
+
+def policies() -> dict[str, SelectionPolicy]:
+    """Every registered selection policy by name: ``contract`` (default), ``quality`` and its ablations."""
+    return {CONTRACT.name: CONTRACT, **{policy.name: policy for policy in QUALITY_POLICIES}}
+
+
+def get_policy(policy: str | SelectionPolicy) -> SelectionPolicy:
+    """The policy registered under a name (a :class:`~assembler.errors.UsageError` naming the known
+    ones otherwise); a policy object is returned as it is."""
+    if not isinstance(policy, str):
+        return policy
+    known = policies()
+    try:
+        return known[policy]
+    except KeyError:
+        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(sorted(known))})") from None

@@ -1,0 +1,460 @@
+"""The command line: exit statuses, one-line errors, no partial output, skip/errors files, formats."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from assembler.cli import main
+
+if TYPE_CHECKING:
+    from tests.conftest import JsonlWriter, Line, RecordFactory
+
+DATA = Path(__file__).resolve().parent.parent.parent / "data"
+CONFORMANCE = DATA / "conformance" / "lanes.jsonl"
+EXPECTED = DATA / "conformance" / "expected.jsonl"
+SAMPLE = DATA / "sample" / "lanes.jsonl"
+ASSEMBLER = Path(sys.executable).parent / "assembler"
+SECRET = "SECRET-MARKER-5c1d-never-log-me"
+SCORE_RULE = "must be a number, got a string"
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    """``assembler ARGS`` in-process: (exit status, stdout, stderr)."""
+    status = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def bad_record(make_record: RecordFactory, query_id: str, text: str = "fine") -> dict[str, Any]:
+    """A record rejected for its string score (field ``lanes.passages[0].score``)."""
+    record = make_record(query_id)
+    record["lanes"]["passages"][0].update(score="high", text=text)
+    return record
+
+
+def error_line(path: Path, line: int, query_id: str, field: str, rule: str) -> str:
+    return f"assembler: error: {path}:{line}: query_id {query_id!r} field {field}: {rule}\n"
+
+
+def assert_single_error_line(err: str, expected: str) -> None:
+    assert "Traceback" not in err
+    assert err.count("\n") == 1, err
+    assert err == expected
+
+
+def packages(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line)["package"] for line in text.splitlines()]
+
+
+# --- bad input stops the run: exit 2, one line, nothing left behind -----------------------------
+
+
+def test_bad_first_record_exits_2_with_one_line_and_no_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [bad_record(make_record, "x"), make_record("ok")])
+    out = tmp_path / "out.jsonl"
+    status, stdout, err = run_cli(capsys, "assemble", source, "-o", out)
+    assert status == 2
+    assert stdout == ""
+    assert_single_error_line(err, error_line(source, 1, "x", "lanes.passages[0].score", SCORE_RULE))
+    assert not out.exists()
+    assert os.listdir(tmp_path) == ["in.jsonl"]
+
+
+@pytest.mark.parametrize(("output", "count", "bad"), [("out.jsonl", 9, 6), ("out.parquet", 5, 3)])
+def test_bad_record_after_written_chunks_leaves_no_output(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    write_jsonl: JsonlWriter,
+    make_record: RecordFactory,
+    output: str,
+    count: int,
+    bad: int,
+) -> None:
+    lines: list[Line] = [make_record(f"q{i}") for i in range(count)]
+    lines[bad] = bad_record(make_record, f"q{bad}")
+    source = write_jsonl("in.jsonl", lines)
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / output, "--chunk-size", "2")
+    assert status == 2
+    assert_single_error_line(err, error_line(source, bad + 1, f"q{bad}", "lanes.passages[0].score", SCORE_RULE))
+    assert os.listdir(tmp_path) == ["in.jsonl"]  # no output, no temporary file
+
+
+def test_existing_output_survives_a_failed_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [make_record("a"), bad_record(make_record, "b")])
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous run\n")
+    status, _, _ = run_cli(capsys, "assemble", source, "-o", out, "--chunk-size", "1")
+    assert status == 2
+    assert out.read_text() == "previous run\n"
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl"]
+
+
+def test_invalid_utf8_line_exits_2_naming_the_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [make_record("a"), b'{"query_id":"b\xff"}'])
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert err.startswith(f"assembler: error: {source}:2:")
+    assert "invalid UTF-8" in err
+    assert "query_id" not in err
+    assert "Traceback" not in err
+    assert os.listdir(tmp_path) == ["in.jsonl"]
+
+
+def test_secret_candidate_text_never_reaches_an_error_message(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [make_record("a"), bad_record(make_record, "b", text=SECRET)])
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert "lanes.passages[0].score" in err
+    assert SECRET not in err
+
+    errors = tmp_path / "rejects.jsonl"
+    status, _, err = run_cli(
+        capsys, "assemble", source, "-o", tmp_path / "out.jsonl", "--on-error", "skip", "--errors", errors
+    )
+    assert status == 0
+    assert SECRET not in err
+    (entry,) = [json.loads(line) for line in errors.read_text().splitlines()]
+    assert SECRET in entry["record"]
+    assert all(SECRET not in str(entry[key]) for key in ("file", "line", "query_id", "field", "rule"))
+
+
+# --- usage errors ----------------------------------------------------------------------------------
+
+
+def test_missing_input_file_exits_2_with_a_clear_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "missing.jsonl"
+    status, _, err = run_cli(capsys, "assemble", missing, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert err == f"assembler: error: cannot read {missing}: No such file or directory\n"
+    assert os.listdir(tmp_path) == []
+
+
+def test_unknown_policy_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / "out.jsonl", "--policy", "greedy")
+    assert status == 2
+    assert err.startswith("assembler: error: unknown policy 'greedy'")
+    assert "Traceback" not in err
+    assert os.listdir(tmp_path) == []
+
+
+def test_parquet_to_stdout_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, err = run_cli(capsys, "assemble", CONFORMANCE, "--format", "parquet")
+    assert status == 2
+    assert stdout == ""
+    assert "needs -o FILE" in err
+
+
+@pytest.mark.parametrize("flags", [["--chunk-size", "0"], ["--max-items", "-1"], ["--on-error", "ignore"]])
+def test_bad_flag_values_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path, flags: list[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["assemble", str(CONFORMANCE), "-o", str(tmp_path / "out.jsonl"), *flags])
+    assert caught.value.code == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+def test_output_that_is_a_folder_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    try:
+        status, _, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", folder)
+    except OSError as exc:
+        raise AssertionError(f"uncaught {exc!r}") from exc
+    assert status == 2
+    assert err.startswith("assembler: error:")
+    assert os.listdir(tmp_path) == ["out"]
+    assert os.listdir(folder) == []
+
+
+# --- --on-error skip -------------------------------------------------------------------------------
+
+
+def skip_input(write_jsonl: JsonlWriter, make_record: RecordFactory) -> Path:
+    """8 lines: 5 good, 3 rejected (bad score at line 2, invalid JSON at line 5, duplicate id at line 7)."""
+    lines: list[Line] = [make_record(f"q{i}") for i in range(8)]
+    lines[1] = bad_record(make_record, "q1")
+    lines[4] = '{"query_id": "q4", '
+    lines[6] = make_record("q0")
+    return write_jsonl("in.jsonl", lines)
+
+
+def test_skip_writes_good_records_and_default_errors_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = skip_input(write_jsonl, make_record)
+    texts = source.read_text().splitlines()
+    out = tmp_path / "out.jsonl"
+    status, _, err = run_cli(capsys, "assemble", source, "-o", out, "--on-error", "skip", "--chunk-size", "2")
+    assert status == 0
+    default_errors = tmp_path / "out.jsonl.errors.jsonl"
+    assert sorted(os.listdir(tmp_path)) == ["in.jsonl", "out.jsonl", "out.jsonl.errors.jsonl"]
+    good = [json.loads(line)["query_id"] for line in out.read_text().splitlines()]
+    assert good == ["q0", "q2", "q3", "q5", "q7"]
+    rejected = [json.loads(line) for line in default_errors.read_text().splitlines()]
+    assert len(good) + len(rejected) == len(texts)
+    assert [(r["file"], r["line"], r["query_id"], r["field"]) for r in rejected] == [
+        (str(source), 2, "q1", "lanes.passages[0].score"),
+        (str(source), 5, None, ""),
+        (str(source), 7, "q0", "query_id"),
+    ]
+    assert [r["rule"].split(" ")[0] for r in rejected] == ["must", "invalid", "duplicate"]
+    assert [r["record"] for r in rejected] == [texts[1], texts[4], texts[6]]
+    assert "assembled 5 queries" in err
+    assert "3 rejected" in err
+    assert f"3 rejected records written to {default_errors}" in err
+
+
+def test_skip_honours_errors_path(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = skip_input(write_jsonl, make_record)
+    errors = tmp_path / "elsewhere.jsonl"
+    out = tmp_path / "out.jsonl"
+    status, _, _ = run_cli(capsys, "assemble", source, "-o", out, "--on-error", "skip", "--errors", errors)
+    assert status == 0
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere.jsonl", "in.jsonl", "out.jsonl"]
+    assert len(errors.read_text().splitlines()) == 3
+    assert len(out.read_text().splitlines()) == 5
+
+
+def test_skip_with_every_record_good_leaves_an_empty_errors_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    status, _, _ = run_cli(capsys, "assemble", CONFORMANCE, "-o", out, "--on-error", "skip")
+    assert status == 0
+    assert out.read_bytes() == EXPECTED.read_bytes()
+    assert (tmp_path / "out.jsonl.errors.jsonl").read_text() == ""
+
+
+def test_skip_survives_a_lone_surrogate_query_id(
+    tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    bad = json.dumps(make_record("PLACEHOLDER")).replace("PLACEHOLDER", "\\ud800")
+    source = write_jsonl("in.jsonl", [make_record("good"), bad])
+    out = tmp_path / "out.jsonl"
+    result = subprocess.run(
+        [str(ASSEMBLER), "assemble", str(source), "-o", str(out), "--on-error", "skip"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 0
+    assert len(out.read_text().splitlines()) == 1
+
+
+# --- output ----------------------------------------------------------------------------------------
+
+
+def test_conformance_output_file_is_byte_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    status, stdout, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", out)
+    assert status == 0
+    assert stdout == ""
+    assert out.read_bytes() == EXPECTED.read_bytes()
+    assert err.startswith("assembled 5 queries: 8 items admitted")
+    assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def test_dash_output_writes_packages_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, _ = run_cli(capsys, "assemble", CONFORMANCE, "-o", "-", "-q")
+    assert status == 0
+    assert stdout.encode() == EXPECTED.read_bytes()
+
+
+def test_dash_input_reads_standard_input(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(CONFORMANCE.read_bytes()), encoding="utf-8"))
+    out = tmp_path / "out.jsonl"
+    status, _, _ = run_cli(capsys, "assemble", "-", "-o", out, "-q")
+    assert status == 0
+    assert out.read_bytes() == EXPECTED.read_bytes()
+
+
+def test_empty_input_gives_an_empty_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    source = tmp_path / "empty.jsonl"
+    source.write_bytes(b"")
+    out = tmp_path / "out.parquet"
+    status, _, err = run_cli(capsys, "assemble", source, "-o", out)
+    assert status == 0
+    assert err.startswith("assembled 0 queries")
+    assert pq.read_table(out).num_rows == 0
+
+
+def test_quiet_prints_nothing_on_stderr(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / "out.jsonl", "--quiet")
+    assert (status, err) == (0, "")
+
+
+@pytest.mark.parametrize("how", [["--format", "parquet"], []], ids=["flag", "extension"])
+def test_parquet_output_matches_jsonl_packages(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, how: list[str]
+) -> None:
+    out = tmp_path / ("out.parquet" if not how else "out.bin")
+    status, _, _ = run_cli(capsys, "assemble", CONFORMANCE, "-o", out, *how)
+    assert status == 0
+    table = pq.read_table(out)
+    assert table.num_rows == 5
+    expected = [json.loads(line) for line in EXPECTED.read_text().splitlines()]
+    assert table.column("query_id").to_pylist() == [line["query_id"] for line in expected]
+    texts = [line.split(',"package":', 1)[1][:-1] for line in EXPECTED.read_text().splitlines()]
+    assert table.column("package").to_pylist() == texts
+    assert table.column("items_used").to_pylist() == [len(line["package"]["items"]) for line in expected]
+    assert table.column("bytes_used").to_pylist() == [line["package"]["budget"]["bytes_used"] for line in expected]
+    assert table.column("tokens_used").to_pylist() == [line["package"]["budget"]["tokens_used"] for line in expected]
+    assert table.column("omitted_total").to_pylist() == [line["package"]["omitted_total"] for line in expected]
+
+
+def test_max_items_override_is_echoed_in_every_package(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, _ = run_cli(capsys, "assemble", CONFORMANCE, "--max-items", "1", "-q")
+    assert status == 0
+    found = packages(stdout)
+    assert len(found) == 5
+    assert all(package["budget"]["limits"]["max_items"] == 1 for package in found)
+    assert all(package["budget"]["items_used"] <= 1 for package in found)
+
+
+def test_max_items_override_is_clamped_to_the_ceiling(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, _ = run_cli(capsys, "assemble", CONFORMANCE, "--max-items", "5000", "--max-bytes", "7", "-q")
+    assert status == 0
+    limits = [package["budget"]["limits"] for package in packages(stdout)]
+    assert limits == [{"max_items": 1000, "max_bytes": 7, "max_tokens": 4000}] * 5
+
+
+def test_no_input_assembles_the_shipped_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, err = run_cli(capsys, "assemble")
+    assert status == 0
+    assert len(stdout.splitlines()) == 30
+    assert "no INPUT given" in err
+    assert any(line.startswith("assembled 30 queries") for line in err.splitlines())
+
+
+def test_chunk_size_flag_gives_identical_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = []
+    for size in ("1", "2", "1000"):
+        status, stdout, _ = run_cli(capsys, "assemble", CONFORMANCE, SAMPLE, "--chunk-size", size, "-q")
+        assert status == 0
+        outputs.append(stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0].encode().startswith(EXPECTED.read_bytes())
+    assert len(outputs[0].splitlines()) == 35
+
+
+# --- convert ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", [CONFORMANCE, SAMPLE], ids=["conformance", "sample"])
+def test_convert_round_trip_assembles_identically(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, source: Path
+) -> None:
+    parquet, back = tmp_path / "lanes.parquet", tmp_path / "back.jsonl"
+    assert run_cli(capsys, "convert", source, "-o", parquet)[0] == 0
+    assert run_cli(capsys, "convert", parquet, "-o", back)[0] == 0
+    outputs = []
+    for form in (source, parquet, back):
+        status, stdout, _ = run_cli(capsys, "assemble", form, "-q")
+        assert status == 0
+        outputs.append(stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert len(outputs[0].splitlines()) == len(source.read_text().splitlines())
+
+
+def test_convert_bad_record_exits_2_without_output(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [make_record("a"), bad_record(make_record, "b")])
+    parquet = tmp_path / "lanes.parquet"
+    status, _, err = run_cli(capsys, "convert", source, "-o", parquet, "--chunk-size", "1")
+    assert status == 2
+    assert_single_error_line(err, error_line(source, 2, "b", "lanes.passages[0].score", SCORE_RULE))
+    assert os.listdir(tmp_path) == ["in.jsonl"]
+
+
+def test_convert_reports_its_counts(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run_cli(capsys, "convert", SAMPLE, "-o", tmp_path / "lanes.parquet")
+    assert status == 0
+    assert err == "converted 30 records, 0 rejected\n"
+
+
+# --- explain ---------------------------------------------------------------------------------------
+
+
+def test_explain_names_both_near_duplicate_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, _ = run_cli(capsys, "explain", CONFORMANCE, "--query-id", "evidence_duplicate_passage")
+    assert status == 0
+    assert stdout.startswith("query evidence_duplicate_passage: 2 fused candidates")
+    assert "near-duplicate drops: 1\n" in stdout
+    drop = "  #2 passage | dup-corpus | b.md | 0  -> kept passage | dup-corpus | a.md | 0"
+    assert drop in stdout.splitlines()
+    assert "omitted 1 {'duplicate_passage': 1}" in stdout
+
+
+def test_explain_unknown_query_id_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, err = run_cli(capsys, "explain", CONFORMANCE, "--query-id", "no_such_query")
+    assert status == 2
+    assert stdout == ""
+    assert err == f"assembler: error: query_id 'no_such_query' is not in {CONFORMANCE}\n"
+
+
+def test_explain_bad_input_exits_2(
+    capsys: pytest.CaptureFixture[str], write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [make_record("a"), bad_record(make_record, "b")])
+    status, _, err = run_cli(capsys, "explain", source, "--query-id", "a")
+    assert status == 2
+    assert_single_error_line(err, error_line(source, 2, "b", "lanes.passages[0].score", SCORE_RULE))
+
+
+# --- real processes --------------------------------------------------------------------------------
+
+
+def test_installed_command_bad_record_exits_2_without_traceback(
+    tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    lines: list[Line] = [make_record(f"q{i}") for i in range(5)]
+    lines[3] = bad_record(make_record, "q3")
+    source = write_jsonl("in.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+    result = subprocess.run(
+        [str(ASSEMBLER), "assemble", str(source), "-o", str(out), "--chunk-size", "2"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert_single_error_line(result.stderr, error_line(source, 4, "q3", "lanes.passages[0].score", SCORE_RULE))
+    assert os.listdir(tmp_path) == ["in.jsonl"]
+
+
+def test_python_m_assembler_writes_the_conformance_bytes(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-m", "assembler", "assemble", str(CONFORMANCE), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert out.read_bytes() == EXPECTED.read_bytes()
+    assert result.stderr.startswith("assembled 5 queries")

@@ -1,0 +1,171 @@
+"""The engine-agnostic entry point: Arrow tables of lane-dump rows in, packages and rejects out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from assembler.errors import InputError
+from assembler.pipeline import assemble_batch
+from assembler.run.batch import (
+    JSON_LINE,
+    REJECTED_SCHEMA,
+    assemble_table,
+    file_tables,
+    read_tables,
+    record_texts,
+    rejected_entries,
+)
+from assembler.run.io import PACKAGE_SCHEMA, package_line
+from assembler.run.local import convert, run_assembly
+
+if TYPE_CHECKING:
+    from tests.conftest import JsonlWriter, RecordFactory
+
+DATA = Path(__file__).resolve().parent.parent.parent / "data"
+CONFORMANCE = DATA / "conformance" / "lanes.jsonl"
+EXPECTED = DATA / "conformance" / "expected.jsonl"
+SAMPLE = DATA / "sample" / "lanes.jsonl"
+
+
+def package_bytes(packages: pa.Table) -> bytes:
+    """A packages table as the JSON Lines output would hold it."""
+    ids, texts = packages.column("query_id").to_pylist(), packages.column("package").to_pylist()
+    return "".join(map(package_line, ids, texts)).encode("utf-8")
+
+
+def lines_table(lines: list[bytes]) -> pa.Table:
+    return pa.table({JSON_LINE: pa.array(lines, pa.binary())})
+
+
+def test_json_lines_form_gives_the_conformance_bytes_and_summary_columns() -> None:
+    (table,) = read_tables([str(CONFORMANCE)], 100)
+    result = assemble_table(table)
+    assert result.packages.schema == PACKAGE_SCHEMA
+    assert package_bytes(result.packages) == EXPECTED.read_bytes()
+    assert result.package_rows == [0, 1, 2, 3, 4]
+    assert result.rejected.num_rows == 0 and result.rejected.schema == REJECTED_SCHEMA
+    for row in result.packages.to_pylist():
+        budget = json.loads(row["package"])["budget"]
+        assert (row["items_used"], row["bytes_used"], row["tokens_used"]) == (
+            budget["items_used"],
+            budget["bytes_used"],
+            budget["tokens_used"],
+        )
+
+
+def test_parquet_form_gives_the_same_packages(tmp_path: Path) -> None:
+    parquet = tmp_path / "lanes.parquet"
+    convert([str(SAMPLE)], str(parquet))
+    nested = assemble_table(pq.read_table(parquet))
+    (text,) = read_tables([str(SAMPLE)], 1000)
+    assert nested.packages.equals(assemble_table(text).packages)
+    assert (
+        nested.batch.packages == assemble_batch(json.loads(line) for line in SAMPLE.read_text().splitlines()).packages
+    )
+
+
+def test_string_column_and_blank_rows_are_accepted() -> None:
+    lines = CONFORMANCE.read_text(encoding="utf-8").splitlines()
+    table = pa.table({JSON_LINE: pa.array([lines[0], "  ", None, lines[1]], pa.string())})
+    result = assemble_table(table)
+    assert result.package_rows == [0, 3]
+    assert package_bytes(result.packages) == b"".join(EXPECTED.read_bytes().splitlines(keepends=True)[:2])
+
+
+def test_rejected_rows_carry_the_errors_file_fields(make_record: RecordFactory, write_jsonl: JsonlWriter) -> None:
+    bad = make_record("q2")
+    bad["lanes"]["passages"][0]["score"] = "high"
+    source = write_jsonl("in.jsonl", [make_record("q1"), b"{nope", bad, make_record("q1"), b"\xff"])
+    (table,) = read_tables([str(source)], 10)
+    result = assemble_table(table)
+    assert result.package_rows == [0]
+    assert result.rejected_rows == [1, 2, 3, 4]
+    rows = result.rejected.to_pylist()
+    texts = source.read_bytes().splitlines()
+    assert [(row["file"], row["line"], row["query_id"], row["field"]) for row in rows] == [
+        (str(source), 2, None, ""),
+        (str(source), 3, "q2", "lanes.passages[0].score"),
+        (str(source), 4, "q1", "query_id"),
+        (str(source), 5, None, ""),
+    ]
+    assert [row["record"] for row in rows[:3]] == [text.decode() for text in texts[1:4]]
+    assert rows[3]["record"] == "\ufffd" and "invalid UTF-8" in rows[3]["rule"]
+    assert [error.line for _, error in rejected_entries(result.rejected)] == [2, 3, 4, 5]
+
+
+def test_stop_raises_the_local_engines_error(make_record: RecordFactory, write_jsonl: JsonlWriter) -> None:
+    bad = make_record("q2")
+    bad["request"]["budget"] = {"max_items": 1.5}
+    source = write_jsonl("in.jsonl", [make_record("q1"), bad])
+    (table,) = read_tables([str(source)], 10)
+    with pytest.raises(InputError) as direct:
+        assemble_table(table, on_error="stop")
+    with pytest.raises(InputError) as local:
+        run_assembly([str(source)], str(source.parent / "out.jsonl"))
+    assert str(direct.value) == str(local.value)
+    assert "in.jsonl:2: query_id 'q2' field request.budget.max_items" in str(direct.value)
+
+
+def test_parquet_rows_are_rejected_with_their_json_text(tmp_path: Path, make_record: RecordFactory) -> None:
+    table = pa.Table.from_pylist([make_record("a"), {**make_record("b"), "context": None}])
+    result = assemble_table(table)
+    (row,) = result.rejected.to_pylist()
+    assert (row["file"], row["line"], row["query_id"], row["field"]) == ("<memory>", 2, "b", "context")
+    assert json.loads(row["record"])["query_id"] == "b" and "context" not in json.loads(row["record"])
+
+
+def test_seen_carries_query_ids_across_batches() -> None:
+    lines = CONFORMANCE.read_bytes().splitlines()
+    seen: set[str] = set()
+    first = assemble_table(lines_table(lines[:2]), seen=seen)
+    second = assemble_table(lines_table(lines[1:3]), seen=seen)
+    assert (len(first.package_rows), second.package_rows, second.rejected_rows) == (2, [1], [0])
+    assert "duplicate query_id" in second.rejected.column("rule")[0].as_py()
+
+
+def test_overrides_reach_every_package() -> None:
+    (table,) = read_tables([str(SAMPLE)], 1000)
+    result = assemble_table(table, overrides={"max_items": 2})
+    assert max(result.packages.column("items_used").to_pylist()) <= 2
+
+
+def test_read_tables_ends_a_chunk_at_max_bytes() -> None:
+    """Records of many passages make smaller chunks: a chunk ends at the line that reaches the bound."""
+    lines = [line for line in SAMPLE.read_bytes().splitlines() if line.strip()]
+    bound = 3 * max(map(len, lines))
+    tables = list(read_tables([str(SAMPLE), str(CONFORMANCE)], 1000, bound))
+    assert len(tables) > 3
+    for table in tables[:-1]:
+        chunk = table.column(JSON_LINE).to_pylist()
+        assert sum(map(len, chunk)) >= bound > sum(map(len, chunk[:-1]))  # closed by the line that reached it
+    read = [line for table in tables for line in table.column(JSON_LINE).to_pylist()]
+    assert read == [
+        line
+        for table in read_tables([str(SAMPLE), str(CONFORMANCE)], 1000)
+        for line in table.column(JSON_LINE).to_pylist()
+    ]
+
+
+def test_read_tables_cuts_even_chunks_across_files(tmp_path: Path) -> None:
+    tables = list(read_tables([str(CONFORMANCE), str(SAMPLE), str(CONFORMANCE)], 4))
+    sizes = [table.num_rows for table in tables]
+    assert sizes == [4] * 10 and sum(sizes) == 40
+    files = [name for table in tables for name in table.column("source_file").to_pylist()]
+    assert files == [str(CONFORMANCE)] * 5 + [str(SAMPLE)] * 30 + [str(CONFORMANCE)] * 5
+    parquet = tmp_path / "lanes.parquet"
+    convert([str(SAMPLE)], str(parquet))
+    mixed = list(read_tables([str(CONFORMANCE), str(parquet)], 4))
+    assert [table.num_rows for table in mixed] == [4, 1, 4, 4, 4, 4, 4, 4, 4, 2]
+    assert mixed[2].column("source_line").to_pylist() == [1, 2, 3, 4]
+
+
+def test_record_texts_follow_the_file(tmp_path: Path) -> None:
+    with CONFORMANCE.open("rb") as stream:
+        texts = [pair for table in file_tables("c", stream, parquet=False, rows=2) for pair in record_texts(table)]
+    assert texts == list(enumerate(CONFORMANCE.read_text(encoding="utf-8").splitlines(), start=1))

@@ -1,0 +1,211 @@
+"""The local engine's process pool (``workers`` > 1): the one-process run's bytes, errors and counts.
+
+Each run with a pool starts worker processes (about a second): the runs here are few and their
+inputs span several small chunks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import assembler.run.pool as pool
+from assembler.cli import main
+from assembler.errors import InputError, UsageError
+from assembler.run.local import convert, run_assembly
+from assembler.run.options import RunOptions
+from assembler.run.outputs import RunSummary
+from assembler.selection import get_policy
+from tests.oracle.pools import generate_records
+
+if TYPE_CHECKING:
+    from tests.conftest import JsonlWriter, Line, RecordFactory
+
+DATA = Path(__file__).resolve().parent.parent.parent / "data"
+CONFORMANCE = DATA / "conformance" / "lanes.jsonl"
+EXPECTED = DATA / "conformance" / "expected.jsonl"
+SAMPLE = DATA / "sample" / "lanes.jsonl"
+
+
+def counts(summary: RunSummary) -> tuple[object, ...]:
+    return summary.queries, summary.items, summary.omitted, summary.search_limit_cuts, summary.rejected
+
+
+def both(inputs: list[Path], out_dir: Path, suffix: str = "jsonl", **options: Any) -> list[tuple[bytes, bytes]]:
+    """Run with 1 and 2 workers; assert equal counts and per-chunk progress; return (packages, errors) bytes."""
+    files, summaries, progress = [], [], []
+    for workers in (1, 2):
+        output, errors = out_dir / f"w{workers}.{suffix}", out_dir / f"w{workers}.errors.jsonl"
+        extra = {"errors_path": str(errors)} if options.get("on_error") == "skip" else {}
+        steps: list[int] = []
+        summary = run_assembly(
+            [str(path) for path in inputs],
+            str(output),
+            RunOptions(workers=workers, **options, **extra),
+            progress=steps.append,
+        )
+        files.append((output.read_bytes(), errors.read_bytes() if extra else b""))
+        summaries.append(counts(summary))
+        progress.append(steps)
+    assert summaries[1] == summaries[0]
+    assert progress[1] == progress[0]  # one call per chunk, the packages it wrote
+    assert not multiprocessing.active_children()  # the pool is gone
+    return files
+
+
+@pytest.mark.parametrize(
+    ("suffix", "options"),
+    [
+        ("parquet", {"output_format": "parquet"}),
+        ("jsonl", {"assess": True}),
+        ("jsonl", {"policy": get_policy("quality"), "overrides": {"max_items": 5}}),
+    ],
+    ids=["parquet", "assess", "quality"],
+)
+def test_committed_data_is_byte_identical(tmp_path: Path, suffix: str, options: dict[str, Any]) -> None:
+    """JSON Lines (and for Parquet output, Parquet) lane dumps in chunks of 3 (plain JSON Lines
+    output: the command-line test)."""
+    sample = SAMPLE
+    if suffix == "parquet":
+        sample = tmp_path / "sample.parquet"
+        convert([str(SAMPLE)], str(sample))
+    (one, _), (two, _) = both([CONFORMANCE, sample], tmp_path, suffix, chunk_size=3, **options)
+    assert two == one
+    if suffix == "parquet":
+        assert pq.read_table(tmp_path / "w2.parquet").num_rows == 35
+
+
+def bad_inputs(tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter) -> list[Path]:
+    """Generated records, every kind of bad one, duplicates within a chunk and across chunks and files.
+
+    With chunks of 3: ``a`` repeats in the next chunk (twice in it), ``bad`` is refused before its
+    id comes back valid, ``d`` repeats in the third file (Parquet rows, whose errors-file text is
+    made from the row).
+    """
+    generated = [{**record, "query_id": f"g{i}"} for i, record in enumerate(generate_records(7, seed=5))]
+    wrong = make_record("bad")
+    wrong["lanes"]["passages"][0]["score"] = "high"
+    first = write_jsonl(
+        "first.jsonl",
+        [make_record("a"), generated[0], wrong, make_record("a"), b"{nope", make_record("a"), make_record("bad")],
+    )
+    second = write_jsonl("second.jsonl", [*generated[1:4], b"\xff\xfe", make_record("d"), generated[1], *generated[4:]])
+    rows = [make_record("e"), {**make_record("f"), "context": None}, make_record("d"), make_record("g")]
+    third = tmp_path / "third.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), third)
+    return [first, second, third]
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "parquet"])
+def test_skip_writes_the_same_packages_and_errors_in_input_order(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, output_format: str
+) -> None:
+    inputs = bad_inputs(tmp_path, make_record, write_jsonl)
+    options: dict[str, Any] = {"on_error": "skip", "chunk_size": 3, "output_format": output_format}
+    (one, one_errors), (two, two_errors) = both(inputs, tmp_path, output_format, **options)
+    assert two == one
+    assert two_errors == one_errors
+    rejected = [json.loads(line) for line in two_errors.splitlines()]
+    assert [(Path(entry["file"]).name, entry["line"], entry["query_id"]) for entry in rejected] == [
+        ("first.jsonl", 3, "bad"),
+        ("first.jsonl", 4, "a"),
+        ("first.jsonl", 5, None),
+        ("first.jsonl", 6, "a"),
+        ("second.jsonl", 4, None),
+        ("second.jsonl", 6, "g1"),
+        ("third.parquet", 2, "f"),
+        ("third.parquet", 3, "d"),
+    ]
+    assert json.loads(rejected[-1]["record"])["query_id"] == "d"
+    if output_format == "parquet":
+        written = pq.read_table(tmp_path / "w2.parquet")["query_id"].to_pylist()
+    else:
+        written = [json.loads(line)["query_id"] for line in two.decode().splitlines()]
+    assert written == ["a", "g0", "bad", "g1", "g2", "g3", "d", "g4", "g5", "g6", "e", "g"]
+
+
+@pytest.mark.parametrize(
+    ("duplicate_at", "invalid_at"), [(5, 10), (10, 5), (5, 6)], ids=["duplicate", "invalid", "same-chunk"]
+)
+def test_stop_raises_the_first_bad_record_in_input_order_and_leaves_nothing(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, duplicate_at: int, invalid_at: int
+) -> None:
+    """A repeated id (the parent finds it) and a broken line (a worker finds it), in chunks of 3,
+    either first or both in one chunk; an unreadable file after them must not hide them."""
+    records = [make_record(f"q{i}") for i in range(12)]
+    lines: list[Line] = list(records)
+    for at, line in sorted([(duplicate_at, records[0]), (invalid_at, b"{nope")], key=lambda pair: pair[0]):
+        lines.insert(at - 1, line)
+    source = write_jsonl("in.jsonl", lines)
+    inputs = [str(source), str(tmp_path / "missing.jsonl")]
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(InputError) as caught:
+            run_assembly(inputs, str(tmp_path / f"w{workers}.jsonl"), RunOptions(chunk_size=3, workers=workers))
+        errors.append(caught.value.error)
+    assert errors[1] == errors[0]
+    first = min(duplicate_at, invalid_at)
+    assert (errors[1].line, errors[1].field) == (first, "query_id" if first == duplicate_at else "")
+    assert os.listdir(tmp_path) == ["in.jsonl"]
+    assert not multiprocessing.active_children()
+
+
+def test_an_unreadable_later_file_is_the_same_usage_error(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.jsonl")
+    with pytest.raises(UsageError, match=f"cannot read {missing}"):
+        run_assembly([str(SAMPLE), missing], str(tmp_path / "out.jsonl"), RunOptions(chunk_size=4, workers=2))
+    assert os.listdir(tmp_path) == []
+
+
+def test_one_chunk_runs_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pool(*_: object, **__: object) -> None:
+        raise AssertionError("a pool was started for one chunk")
+
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", no_pool)
+    out = tmp_path / "out.jsonl"
+    assert run_assembly([str(CONFORMANCE)], str(out), RunOptions(workers=2)).queries == 5
+    assert out.read_bytes() == EXPECTED.read_bytes()
+
+
+def test_command_line_workers_and_standard_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--workers 2`` and the default (one per usable CPU) on files and on standard input."""
+    one, two, piped = tmp_path / "one.jsonl", tmp_path / "two.jsonl", tmp_path / "piped.jsonl"
+    args = ["assemble", "--chunk-size", "4", "-q"]
+    assert main([*args, str(CONFORMANCE), str(SAMPLE), "-o", str(one), "--workers", "1"]) == 0
+    assert main([*args, str(CONFORMANCE), str(SAMPLE), "-o", str(two), "--workers", "2"]) == 0
+    assert two.read_bytes() == one.read_bytes()
+    assert two.read_bytes().startswith(EXPECTED.read_bytes())
+    stdin = CONFORMANCE.read_bytes() + SAMPLE.read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    assert main([*args, "-", "-o", str(piped)]) == 0  # no --workers: one per usable CPU
+    assert piped.read_bytes() == one.read_bytes()
+    assert capsys.readouterr().err == ""
+
+
+def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = str(tmp_path / "out.jsonl")
+    with pytest.raises(UsageError, match="at least 1"):
+        run_assembly([str(CONFORMANCE)], out, RunOptions(workers=0))
+    with pytest.raises(UsageError, match="reranker"):
+        run_assembly([str(CONFORMANCE)], out, RunOptions(workers=2, reranker=object()))  # type: ignore[arg-type]
+    with pytest.raises(SystemExit) as caught:
+        main(["assemble", str(CONFORMANCE), "-o", out, "--workers", "0"])
+    assert caught.value.code == 2
+    assert "--workers: must be a positive integer, got 0" in capsys.readouterr().err
+    assert main(["assemble", "--engine", "ray", str(CONFORMANCE), "-o", out, "--workers", "2"]) == 2
+    assert "--workers is for --engine local" in capsys.readouterr().err
+    rerank = ["--rerank-url", "http://127.0.0.1:9/rerank", "--rerank-model", "m"]
+    assert main(["assemble", str(CONFORMANCE), "-o", out, "--workers", "2", *rerank]) == 2
+    assert "cannot be combined with a reranker" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []

@@ -1,0 +1,250 @@
+"""Near-duplicate verdicts equal the contract's plain set rule (section 6)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import unicodedata
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembler.contract.text import normalize_entry
+from assembler.stages import neardup
+from assembler.stages.neardup import bigram_codes, dice_matches, duplicate_positions, survivor_walk
+
+
+def plain_bigrams(text: str) -> set[tuple[str, str]]:
+    normalized = normalize_entry(text)
+    if len(normalized) == 1:
+        return {(normalized, normalized)}
+    return set(itertools.pairwise(normalized))
+
+
+def plain_match(a: str, b: str) -> bool:
+    sa, sb = plain_bigrams(a), plain_bigrams(b)
+    denom = len(sa) + len(sb)
+    return denom == 0 or 2.0 * len(sa & sb) / denom >= 0.9
+
+
+def plain_walk(texts: list[str]) -> list[int]:
+    kept: list[int] = []
+    result = []
+    for i, text in enumerate(texts):
+        match = next((j for j in kept if plain_match(texts[j], text)), None)
+        result.append(-1 if match is None else match)
+        if match is None:
+            kept.append(i)
+    return result
+
+
+def verdicts(texts: list[str]) -> np.ndarray:
+    return dice_matches([bigram_codes(normalize_entry(t)) for t in texts])
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "duplicate"),
+    [
+        ("", "", True),  # both empty: Dice counts as 1.0
+        ("", "x", False),
+        ("a", "a", True),
+        ("a", "aa", True),  # one code point pairs with itself
+        ("a", "b", False),
+        ("aa", "bb", False),
+        ("ab", "ba", False),
+        ("x y", "x  y", False),  # 0.8
+        ("ｱｲｳ", "あいう", True),  # half-width katakana folds to hiragana
+        ("ΑΣ", "ας", False),  # per-code-point lowercase: no final sigma
+        ("ΑΣ", "ασ", True),
+        ("the quick brown fox jumps", "the quick brown fox jump", True),
+        ("the quick brown fox jumps over the lazy dog", "the quick brown fox jumps over the lazy dogs", True),
+    ],
+)
+def test_edge_cases(a: str, b: str, duplicate: bool) -> None:
+    assert plain_match(a, b) is duplicate
+    assert bool(verdicts([a, b])[0, 1]) is duplicate
+
+
+def test_size_mismatched_pair_is_not_a_duplicate() -> None:
+    """`could_be_near_duplicate_prunes_a_size_mismatched_pair...`: 20 vs 1 bigrams."""
+    assert not verdicts(["abcdefghijklmnopqrstu", "ab"])[0, 1]
+
+
+TEXT = st.text(alphabet=st.sampled_from("abab cdｱあア日本ΣσςİI. "), max_size=14)
+
+
+@settings(max_examples=300)
+@given(st.lists(TEXT, min_size=1, max_size=12))
+def test_matrix_and_walk_equal_the_plain_set_rule(texts: list[str]) -> None:
+    matrix = verdicts(texts)
+    for i, a in enumerate(texts):
+        for j, b in enumerate(texts):
+            if i != j:
+                assert bool(matrix[i, j]) == plain_match(a, b)
+    assert survivor_walk(matrix).tolist() == plain_walk(texts)
+
+
+@settings(max_examples=50)
+@given(st.lists(TEXT, min_size=2, max_size=10))
+def test_sparse_and_dense_kernels_agree(texts: list[str]) -> None:
+    sets = [bigram_codes(normalize_entry(t)) for t in texts]
+    assert (dice_matches(sets, "dense") == dice_matches(sets, "sparse")).all()
+
+
+def test_survivor_is_the_first_kept_match_not_the_most_similar() -> None:
+    texts = ["abcdefghij", "abcdefghijk", "abcdefghijk"]
+    # 2 matches 0 (kept) first, although it is identical to 1 (dropped, never a target).
+    assert survivor_walk(verdicts(texts)).tolist() == [-1, 0, 0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(TEXT, max_size=40), min_size=1, max_size=6), st.sampled_from([1, 7, 1 << 20]))
+def test_batched_pools_equal_one_plain_walk_per_pool(pools: list[list[str]], max_rows: int) -> None:
+    """Small pools decided together and large ones one by one give the plain walk of each pool."""
+    qs = np.repeat(np.arange(len(pools)), [len(pool) for pool in pools])
+    texts = [text for pool in pools for text in pool]
+    expected: list[int] = []
+    offset = 0
+    for pool in pools:
+        expected += [-1 if j < 0 else j + offset for j in plain_walk(pool)]
+        offset += len(pool)
+    assert duplicate_positions(qs, texts, max_rows).tolist() == expected
+
+
+# --- the bitset kernel (``dice_matches`` auto) and the fast paths of normalization and the walk ---
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(TEXT, min_size=1, max_size=40))
+def test_pool_matches_equal_the_plain_set_rule(texts: list[str]) -> None:
+    """A large pool's bigrams go to the kernel unsorted, repeats included: the verdicts are still
+    the set rule's."""
+    matrix = neardup.pool_matches([normalize_entry(t) for t in texts])
+    for i, a in enumerate(texts):
+        for j, b in enumerate(texts):
+            if i != j:
+                assert bool(matrix[i, j]) == plain_match(a, b)
+
+
+def test_pool_matches_count_a_repeated_bigram_once() -> None:
+    texts = ["abababab", "abab", "ba", "a", "", "aa", "aaaa", "", "b"]
+    matrix = neardup.pool_matches(texts)
+    assert matrix.tolist() == verdicts(texts).tolist()
+    assert matrix[0, 1] and matrix[5, 6] and matrix[4, 7]  # {ab, ba} twice; {aa} twice; two empty texts
+
+
+def test_integer_threshold_equals_the_float_rule() -> None:
+    """The kernel's bounds compare ``20 * s >= 9 * d``; the least such ``s`` is the float rule's."""
+    d = np.arange(1, 1 << 22, dtype=np.int64)
+    least = (9 * d + 19) // 20
+    assert (2.0 * least / d >= 0.9).all()
+    assert (2.0 * (least - 1) / d < 0.9).all()
+
+
+def codes_of(sets: list[set[int]]) -> list[np.ndarray]:
+    return [np.array(sorted(s), dtype=np.uint64) for s in sets]
+
+
+def plain_set_match(a: set[int], b: set[int]) -> bool:
+    denom = len(a) + len(b)
+    return denom == 0 or 2.0 * len(a & b) / denom >= 0.9
+
+
+@pytest.mark.parametrize(("extra_b", "duplicate"), [(2, True), (3, False)])
+def test_size_bound_boundary(extra_b: int, duplicate: bool) -> None:
+    """9 vs 11 bigrams, the 9 shared: Dice and the size bound are exactly 0.9 (a match); 9 vs 12 not."""
+    a = set(range(9))
+    b = a | set(range(100, 100 + extra_b))
+    assert plain_set_match(a, b) is duplicate
+    for method in ("auto", "dense", "sparse"):
+        assert bool(dice_matches(codes_of([a, b]), method)[0, 1]) is duplicate  # type: ignore[arg-type]
+
+
+@st.composite
+def similar_sets(draw: st.DrawFn) -> list[set[int]]:
+    """Pools of sets drawn around a few bases (many pairs near the threshold), codes up to 2**42."""
+    universe = draw(st.integers(4, 700))
+    spread = draw(st.sampled_from([1, 1 << 21, (1 << 42) // universe]))
+    bases = draw(st.lists(st.sets(st.integers(0, universe - 1), max_size=250), min_size=1, max_size=4))
+    pool: list[set[int]] = []
+    for _ in range(draw(st.integers(1, 90))):
+        base = set(draw(st.sampled_from(bases)))
+        drop = draw(st.integers(0, max(0, len(base) // 8)))
+        for value in sorted(base)[:drop]:
+            base.discard(value)
+        base |= draw(st.sets(st.integers(0, universe - 1), max_size=draw(st.sampled_from([0, 3, 30]))))
+        pool.append(base)
+    return [{value * spread for value in s} for s in pool]
+
+
+@settings(max_examples=150, deadline=None)
+@given(similar_sets())
+def test_bitset_kernel_equals_the_plain_set_rule(sets: list[set[int]]) -> None:
+    matrix = dice_matches(codes_of(sets))
+    expected = np.array([[i == j or plain_set_match(a, b) for j, b in enumerate(sets)] for i, a in enumerate(sets)])
+    assert (matrix == expected).all()
+
+
+def test_bitset_kernel_with_many_candidate_pairs() -> None:
+    """300 passages, 150 of them copies of one text with a few changes: thousands of pairs to count."""
+    rng = np.random.default_rng(5)
+    base = set(rng.choice(2000, 400, replace=False).tolist())
+    sets = []
+    for i in range(300):
+        if i % 2:
+            sets.append(set(rng.choice(2000, int(rng.integers(300, 500)), replace=False).tolist()))
+        else:
+            changed = set(rng.choice(sorted(base), 395, replace=False).tolist())
+            sets.append(changed | set(rng.integers(2000, 4000, int(rng.integers(0, 40))).tolist()))
+    codes = codes_of(sets)
+    assert (dice_matches(codes) == dice_matches(codes, "dense")).all()
+
+
+@pytest.mark.parametrize("multiplier", [0, 1, 3])
+def test_hash_collisions_are_settled(monkeypatch: pytest.MonkeyPatch, multiplier: int) -> None:
+    """A degenerate hash sends most codes to the same slots; the ids (and verdicts) stay exact."""
+    monkeypatch.setattr(neardup, "_HASH_MULTIPLIER", np.uint64(multiplier))
+    rng = np.random.default_rng(multiplier)
+    sets = [set(rng.choice(300, int(rng.integers(0, 120)), replace=False).tolist()) for _ in range(60)]
+    sets += [set(s) for s in sets[:20]]
+    values = np.concatenate(codes_of(sets))
+    slots, taken = neardup._token_slots(values)
+    pairs = set(zip(values.tolist(), slots.tolist(), strict=True))
+    # One slot per code, one code per slot; ``taken`` lists the slots used, in order.
+    assert len(pairs) == len({v for v, _ in pairs}) == len({i for _, i in pairs}) == taken.size
+    assert taken.tolist() == sorted({i for _, i in pairs})
+    assert (dice_matches(codes_of(sets)) == dice_matches(codes_of(sets), "dense")).all()
+
+
+def test_lowercase_is_idempotent_per_code_point() -> None:
+    """``normalize_entry`` skips the second lowercasing where NFKC changed nothing; this is why."""
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        lowered = chr(code).lower()
+        assert "".join(c.lower() for c in lowered) == lowered, hex(code)
+
+
+def contract_normalize(text: str) -> str:
+    lowered = unicodedata.normalize("NFKC", "".join(c.lower() for c in text))
+    lowered = "".join(c.lower() for c in lowered)
+    return "".join(chr(ord(c) - 0x60) if 0x30A1 <= ord(c) <= 0x30F6 else c for c in lowered)
+
+
+@settings(max_examples=300)
+@given(
+    st.text(alphabet=st.sampled_from("aZ Σσς İIｱアあヴヶｶﾞ゛ＡⅫ㌔ﬁ日本\u3000\u00a0é\u0301."), max_size=20)
+    | st.text(max_size=20)
+)
+def test_normalize_entry_equals_the_contract_steps(text: str) -> None:
+    assert normalize_entry(text) == contract_normalize(text)
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 60), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.02, 0.1, 0.5, 1.0]))
+def test_survivor_walk_paths_agree(n: int, seed: int, density: float) -> None:
+    """Few earlier matches take the pair list, many the row loop: both are the contract's walk."""
+    matches = np.random.default_rng(seed).random((n, n)) < density
+    assert survivor_walk(matches).tolist() == neardup._survivor_walk_rows(matches).tolist()
