@@ -1,64 +1,96 @@
-"""Contradiction grouping into admission units (contract section 5), columnar.
+"""Contradiction grouping into admission units (contract section 5), columnar and near-linear.
 
 Associations that survive near-duplicate suppression are bucketed by the exact pair
 ``(subject, label)``; a bucket of two or more is one contradiction group, admitted or omitted as a
 whole and placed at its first member's position. Every other candidate is a unit of its own.
+
+Each member of a group carries ``contradicts``: the candidate ids of all the *other* members,
+sorted ascending by string. That text is quadratic in the group's size (a group of 20,000 carries
+20,000 x 19,999 ids), so it is never built by a pairwise join. Instead:
+
+* :func:`group_contradictions` groups by key and measures each member's ``contradicts`` array by
+  arithmetic from per-group sums (``contradicts_bytes``/``contradicts_quarters``), in time and
+  memory linear in the number of survivors; it builds no text.
+* :func:`materialize_contradicts` then builds the text only for the groups the budget walk could
+  admit: a group is admitted whole or not at all, so one with more members than its query's
+  ``max_items``, or whose members' ``contradicts`` arrays alone exceed ``max_bytes`` or
+  ``max_tokens``, is refused whatever else happens. Those members keep the measurements (the walk
+  and the decisions frame need only them) and a null text. An admissible group's text is bounded by
+  the budget, and is cut out of one joined list per group (no pairwise join either).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import polars as pl
 
-__all__ = ["group_contradictions"]
+from assembler.jsontext import quarters_expr, utf8_bytes_expr
+from assembler.request import Limits
+
+__all__ = ["CONTRADICTS_KEY", "group_contradictions", "materialize_contradicts"]
+
+CONTRADICTS_KEY = ',"contradicts":'
+"""What precedes the array in the item text; measured once here (ASCII: bytes = quarters)."""
 
 
 def group_contradictions(
     survivors: pl.DataFrame, *, disagreement: Literal["label", "sign"] = "label"
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Assign admission units; return ``(units, contradiction_groups per q)``.
+    """Assign admission units and measure ``contradicts``; return ``(units, contradiction_groups per q)``.
 
     ``survivors`` needs ``q``, ``position`` (order in the possibly reordered survivor list),
     ``kind``, ``subject``, ``label``, ``weight``, ``candidate_id`` and ``id_json``. The result adds
-    ``unit`` (0-based unit index per query, in unit order), ``unit_size`` and ``contradicts_json``
-    (the item's ``contradicts`` array text, null when the candidate is in no group), sorted by
-    ``(q, unit, position)``.
+    ``unit`` (0-based unit index per query, in unit order), ``unit_size``, ``contradicts_bytes``
+    and ``contradicts_quarters`` (UTF-8 bytes and quarter-tokens of the item's ``contradicts``
+    array text, null when the candidate is in no group) and ``contradicts_json`` (that text: always
+    null here; :func:`materialize_contradicts` fills it where the budget could admit the group),
+    sorted by ``(q, unit, position)``.
+
+    A member's array is ``[`` + the other members' ``id_json`` joined by ``,`` + ``]``: with ``g``
+    members whose ``id_json`` add up to ``S`` bytes, member ``i`` (``b_i`` bytes) has
+    ``S - b_i + (g - 2) + 2`` bytes; quarters alike (brackets and commas are one quarter each).
 
     ``disagreement="label"`` is the contract: every ``(subject, label)`` bucket of two or more is
     a group. ``"sign"`` (the quality policy) makes a group only of a bucket whose weights have
     opposite signs; the members of any other multi-valued bucket stay units of their own, placed
     together at the first member's position.
+
+    Everything is a group-by on the bucket key and joins on it: linear in the survivors.
     """
     bucket = ["q", "subject", "label"]
-    associations = survivors.filter(pl.col("kind") == "association")
+    associations = survivors.filter(pl.col("kind") == "association").with_columns(
+        _id_bytes=utf8_bytes_expr("id_json"), _id_quarters=quarters_expr("id_json")
+    )
     buckets = (
         associations.group_by(bucket)
         .agg(
-            pl.len().alias("bucket_size"),
+            pl.len().cast(pl.Int64).alias("bucket_size"),
             pl.col("position").min().alias("bucket_start"),
             ((pl.col("weight").min() < 0) & (pl.col("weight").max() > 0)).alias("opposite_signs"),
+            pl.col("_id_bytes").sum().alias("_sum_bytes"),
+            pl.col("_id_quarters").sum().alias("_sum_quarters"),
         )
         .filter(pl.col("bucket_size") >= 2)
         .with_columns(atomic=pl.lit(True) if disagreement == "label" else pl.col("opposite_signs"))
     )
     groups = buckets.filter("atomic")
-    members = associations.join(groups, on=bucket).select(*bucket, "candidate_id", "id_json")
-    contradicts = (
-        members.join(members, on=bucket, suffix="_other")
-        .filter(pl.col("candidate_id") != pl.col("candidate_id_other"))
-        .sort(["q", "candidate_id", "candidate_id_other"])
-        .group_by(["q", "candidate_id"], maintain_order=True)
-        .agg(pl.concat_str(pl.lit("["), pl.col("id_json_other").str.join(","), pl.lit("]")).alias("contradicts_json"))
+    measured = associations.join(groups, on=bucket).select(
+        "q",
+        "candidate_id",
+        contradicts_bytes=pl.col("_sum_bytes") - pl.col("_id_bytes") + pl.col("bucket_size"),
+        contradicts_quarters=pl.col("_sum_quarters") - pl.col("_id_quarters") + pl.col("bucket_size"),
     )
     atomic = pl.col("atomic").fill_null(False)
     units = (
-        survivors.join(buckets.drop("opposite_signs"), on=bucket, how="left")
-        .join(contradicts, on=["q", "candidate_id"], how="left")
+        survivors.join(buckets.drop("opposite_signs", "_sum_bytes", "_sum_quarters"), on=bucket, how="left")
+        .join(measured, on=["q", "candidate_id"], how="left")
         .with_columns(
             anchor=pl.coalesce("bucket_start", "position"),
             unit_key=pl.when(atomic).then(pl.col("bucket_start")).otherwise(pl.col("position")),
             unit_size=pl.when(atomic).then(pl.col("bucket_size")).otherwise(1),
+            contradicts_json=pl.lit(None, dtype=pl.String),
         )
         .sort(["q", "anchor", "unit_key", "position"])
         .with_columns(
@@ -74,3 +106,88 @@ def group_contradictions(
     )
     counts = groups.group_by("q").agg(pl.len().cast(pl.Int64).alias("contradiction_groups"))
     return units, counts
+
+
+def admissible_groups(units: pl.DataFrame, limits: Sequence[Limits]) -> pl.DataFrame:
+    """``(q, unit)`` of every group the budget walk could admit; the others it must refuse.
+
+    A group is committed only whole, when the package with all its members fits (section 8.4).
+    The package then holds at least the group's ``g`` items, and its bytes are at least the item
+    array's brackets and commas (``g + 1``), the citation array's brackets (2) and each member's
+    ``,"contradicts":[...]`` segment; quarter-tokens alike. A group failing any of
+    ``g <= max_items``, that byte bound ``<= max_bytes`` or the token estimate of that quarter
+    bound ``<= max_tokens`` can never be admitted. The test is only necessary, never sufficient:
+    the walk still decides.
+    """
+    bounds = pl.DataFrame(
+        {
+            "q": range(len(limits)),
+            "_max_items": [limit.max_items for limit in limits],
+            "_max_bytes": [limit.max_bytes for limit in limits],
+            "_max_tokens": [limit.max_tokens for limit in limits],
+        },
+        schema={"q": units.schema["q"], "_max_items": pl.Int64, "_max_bytes": pl.Int64, "_max_tokens": pl.Int64},
+    )
+    key = len(CONTRADICTS_KEY)
+    return (
+        units.filter(pl.col("contradicts_bytes").is_not_null())
+        .group_by("q", "unit")
+        .agg(
+            pl.len().cast(pl.Int64).alias("_g"),
+            (pl.col("contradicts_bytes") + key).sum().alias("_bytes"),
+            (pl.col("contradicts_quarters") + key).sum().alias("_quarters"),
+        )
+        .join(bounds, on="q")
+        .filter(
+            (pl.col("_g") <= pl.col("_max_items"))
+            & (pl.col("_bytes") + pl.col("_g") + 3 <= pl.col("_max_bytes"))
+            & ((pl.col("_quarters") + pl.col("_g") + 3 + 3) // 4 <= pl.col("_max_tokens"))
+        )
+        .select("q", "unit")
+    )
+
+
+def materialize_contradicts(units: pl.DataFrame, limits: Sequence[Limits]) -> pl.DataFrame:
+    """Fill ``contradicts_json`` for the members of every group the walk could admit.
+
+    ``units`` is :func:`group_contradictions`' result; ``limits`` is indexed by ``q``. The members
+    of a group that can never be admitted (:func:`admissible_groups`) keep a null text: their
+    item text is never built (``build_items`` measures them from ``contradicts_bytes``/
+    ``contradicts_quarters``), which is what keeps a group of tens of thousands linear.
+
+    For an admissible group the members' ``id_json`` are joined once, sorted by ``candidate_id``
+    (string order), and each member's array is that list with its own entry cut out (two slices
+    at character offsets from a running sum), so the work is the size of the output.
+    """
+    admissible = admissible_groups(units, limits)
+    if admissible.height == 0:
+        return units
+    members = (
+        units.join(admissible, on=["q", "unit"])
+        .select("q", "unit", "candidate_id", "id_json")
+        .sort("q", "unit", "candidate_id")
+        .with_columns(_chars=pl.col("id_json").str.len_chars().cast(pl.Int64))
+        .with_columns(
+            # Character offset of the member's entry in the joined list: earlier entries and their commas.
+            _start=(pl.col("_chars") + 1).cum_sum().over("q", "unit") - pl.col("_chars") - 1,
+            _joined=pl.col("id_json").str.join(",").over("q", "unit"),
+        )
+        .with_columns(
+            contradicts_json=pl.concat_str(
+                pl.lit("["),
+                # Entries before this one, without the comma that led into it ...
+                pl.col("_joined").str.slice(0, (pl.col("_start") - 1).clip(lower_bound=0)),
+                # ... and the ones after it, with their leading comma unless this one was first.
+                pl.col("_joined").str.slice(
+                    pl.col("_start") + pl.col("_chars") + (pl.col("_start") == 0).cast(pl.Int64)
+                ),
+                pl.lit("]"),
+            )
+        )
+        .select("q", "candidate_id", "contradicts_json")
+    )
+    return (
+        units.join(members, on=["q", "candidate_id"], how="left", suffix="_built", maintain_order="left")
+        .with_columns(contradicts_json=pl.coalesce("contradicts_json_built", "contradicts_json"))
+        .drop("contradicts_json_built")
+    )

@@ -18,7 +18,7 @@ import polars as pl
 from assembler.admission import admit
 from assembler.diversity import tier_units
 from assembler.errors import UsageError
-from assembler.groups import group_contradictions
+from assembler.groups import group_contradictions, materialize_contradicts
 from assembler.neardup import suppress
 from assembler.package import DUPLICATE_PASSAGE, build_items
 from assembler.reorder import Reorderer
@@ -62,7 +62,11 @@ class Selection:
 
     ``decisions``: one row per fused candidate with at least ``q``, ``fused_rank``, ``id_json``,
     ``kind``, ``duplicate_of_json`` (null unless dropped as a duplicate), ``walk_step`` (null
-    for duplicates), ``admitted``, ``reason`` and ``item_json``. Per query: the committed
+    for duplicates), ``admitted``, ``reason``, ``item_json``, ``item_bytes`` and ``item_quarters``.
+    ``item_json`` (and ``contradicts_json``) is null for a member of a contradiction group that
+    can never fit its query's budget: that text is quadratic in the group's size and is never
+    admitted, so it is not built; ``item_bytes``/``item_quarters`` are exact for every row.
+    Per query: the committed
     ``citation_ids`` and the final usage, the number of ``contradiction_groups`` and the
     diversity ``tier_widths`` used (reported in ``plan.selection``).
     """
@@ -132,7 +136,9 @@ def admit_units(
     """The shared back half of selection: item texts, diversity tiers, the budget walk, decisions.
 
     ``marked`` is every fused candidate with ``reason`` (and ``duplicate_of``/``duplicate_of_json``)
-    set for those dropped before the walk; ``units`` the survivors with admission units assigned.
+    set for those dropped before the walk; ``units`` the survivors with admission units assigned
+    (:func:`~assembler.groups.group_contradictions`); the ``contradicts`` texts of the groups the
+    budget could admit are built here, the others' never are.
     ``tier_widths`` overrides the contract's diversity tier widths (1 = no reordering).
     """
     tier_widths = inputs.tier_widths if tier_widths is None else tier_widths
@@ -141,7 +147,7 @@ def admit_units(
         schema={"q": pl.UInt32, "tier_width": pl.Int64},
     )
     walk = (
-        tier_units(build_items(units).join(widths, on="q"))
+        tier_units(build_items(materialize_contradicts(units, inputs.limits)).join(widths, on="q"))
         .sort("q", "admission_order", "position")
         .with_columns(walk_step=pl.int_range(pl.len()).over("q").cast(pl.Int64))
     )
