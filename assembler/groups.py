@@ -11,23 +11,19 @@ sorted ascending by string. That text is quadratic in the group's size (a group 
 * :func:`group_contradictions` groups by key and measures each member's ``contradicts`` array by
   arithmetic from per-group sums (``contradicts_bytes``/``contradicts_quarters``), in time and
   memory linear in the number of survivors; it builds no text.
-* :func:`materialize_contradicts` then builds the text only for the groups the budget walk could
-  admit: a group is admitted whole or not at all, so one with more members than its query's
-  ``max_items``, or whose members' ``contradicts`` arrays alone exceed ``max_bytes`` or
-  ``max_tokens``, is refused whatever else happens. Those members keep the measurements (the walk
-  and the decisions frame need only them) and a null text. An admissible group's text is bounded by
-  the budget, and is cut out of one joined list per group (no pairwise join either).
+* The budget walk needs only those measurements (it admits or refuses a group whole), so the
+  admission policy runs it first and :func:`materialize_contradicts` then builds the text for the
+  members of the groups it admitted, whose size is bounded by the query's ``max_bytes``. A group
+  that is never admitted (one of 20,000 members cannot fit 40 items) never has its text built.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal
 
 import polars as pl
 
 from assembler.jsontext import quarters_expr, utf8_bytes_expr
-from assembler.request import Limits
 
 __all__ = ["CONTRADICTS_KEY", "group_contradictions", "materialize_contradicts"]
 
@@ -45,7 +41,7 @@ def group_contradictions(
     ``unit`` (0-based unit index per query, in unit order), ``unit_size``, ``contradicts_bytes``
     and ``contradicts_quarters`` (UTF-8 bytes and quarter-tokens of the item's ``contradicts``
     array text, null when the candidate is in no group) and ``contradicts_json`` (that text: always
-    null here; :func:`materialize_contradicts` fills it where the budget could admit the group),
+    null here; :func:`materialize_contradicts` builds it for the groups that are admitted),
     sorted by ``(q, unit, position)``.
 
     A member's array is ``[`` + the other members' ``id_json`` joined by ``,`` + ``]``: with ``g``
@@ -108,62 +104,17 @@ def group_contradictions(
     return units, counts
 
 
-def admissible_groups(units: pl.DataFrame, limits: Sequence[Limits]) -> pl.DataFrame:
-    """``(q, unit)`` of every group the budget walk could admit; the others it must refuse.
+def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
+    """Fill ``contradicts_json`` for every group member in ``units``.
 
-    A group is committed only whole, when the package with all its members fits (section 8.4).
-    The package then holds at least the group's ``g`` items, and its bytes are at least the item
-    array's brackets and commas (``g + 1``), the citation array's brackets (2) and each member's
-    ``,"contradicts":[...]`` segment; quarter-tokens alike. A group failing any of
-    ``g <= max_items``, that byte bound ``<= max_bytes`` or the token estimate of that quarter
-    bound ``<= max_tokens`` can never be admitted. The test is only necessary, never sufficient:
-    the walk still decides.
+    ``units`` holds rows of :func:`group_contradictions`' result (the admission policy passes only
+    the members of the groups the budget walk admitted: whole groups, bounded by the budget). The
+    members' ``id_json`` are joined once per group, sorted by ``candidate_id`` (string order), and
+    each member's array is that list with its own entry cut out (two slices at character offsets
+    from a running sum), so the work is the size of the output: no pairwise join.
     """
-    bounds = pl.DataFrame(
-        {
-            "q": range(len(limits)),
-            "_max_items": [limit.max_items for limit in limits],
-            "_max_bytes": [limit.max_bytes for limit in limits],
-            "_max_tokens": [limit.max_tokens for limit in limits],
-        },
-        schema={"q": units.schema["q"], "_max_items": pl.Int64, "_max_bytes": pl.Int64, "_max_tokens": pl.Int64},
-    )
-    key = len(CONTRADICTS_KEY)
-    return (
-        units.filter(pl.col("contradicts_bytes").is_not_null())
-        .group_by("q", "unit")
-        .agg(
-            pl.len().cast(pl.Int64).alias("_g"),
-            (pl.col("contradicts_bytes") + key).sum().alias("_bytes"),
-            (pl.col("contradicts_quarters") + key).sum().alias("_quarters"),
-        )
-        .join(bounds, on="q")
-        .filter(
-            (pl.col("_g") <= pl.col("_max_items"))
-            & (pl.col("_bytes") + pl.col("_g") + 3 <= pl.col("_max_bytes"))
-            & ((pl.col("_quarters") + pl.col("_g") + 3 + 3) // 4 <= pl.col("_max_tokens"))
-        )
-        .select("q", "unit")
-    )
-
-
-def materialize_contradicts(units: pl.DataFrame, limits: Sequence[Limits]) -> pl.DataFrame:
-    """Fill ``contradicts_json`` for the members of every group the walk could admit.
-
-    ``units`` is :func:`group_contradictions`' result; ``limits`` is indexed by ``q``. The members
-    of a group that can never be admitted (:func:`admissible_groups`) keep a null text: their
-    item text is never built (``build_items`` measures them from ``contradicts_bytes``/
-    ``contradicts_quarters``), which is what keeps a group of tens of thousands linear.
-
-    For an admissible group the members' ``id_json`` are joined once, sorted by ``candidate_id``
-    (string order), and each member's array is that list with its own entry cut out (two slices
-    at character offsets from a running sum), so the work is the size of the output.
-    """
-    admissible = admissible_groups(units, limits)
-    if admissible.height == 0:
-        return units
     members = (
-        units.join(admissible, on=["q", "unit"])
+        units.filter(pl.col("contradicts_bytes").is_not_null())
         .select("q", "unit", "candidate_id", "id_json")
         .sort("q", "unit", "candidate_id")
         .with_columns(_chars=pl.col("id_json").str.len_chars().cast(pl.Int64))

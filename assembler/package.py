@@ -31,11 +31,11 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
     ``contradicts_bytes``, ``contradicts_quarters`` and ``payload_json``.
 
     ``contradicts_bytes`` null means no ``contradicts`` key. Otherwise the key is in the item and
-    its array text is ``contradicts_json``, unless that is null: the member of a contradiction
-    group the walk can never admit (:func:`assembler.groups.materialize_contradicts`), whose text
-    would be quadratic in the group's size. Such a row is measured by adding the array's
-    measurements to those of the rest of the item (both counts are sums over characters), and its
-    ``item_json`` is null: nothing reads the text of an item that is never admitted.
+    its array text is ``contradicts_json``, unless that is null: a contradiction group member
+    whose text is not built (:mod:`assembler.groups`; only admitted groups get theirs, after the
+    walk), as it would be quadratic in the group's size. Such a row is measured by adding the
+    array's measurements to those of the rest of the item (both counts are sums over characters),
+    and its ``item_json`` is null.
     """
     corroboration = (
         pl.when(pl.col("corroboration_sources_json").is_not_null())

@@ -34,6 +34,7 @@ __all__ = [
     "get_policy",
     "policies",
     "survivor_positions",
+    "with_admitted_group_texts",
 ]
 
 
@@ -64,8 +65,8 @@ class Selection:
     ``kind``, ``duplicate_of_json`` (null unless dropped as a duplicate), ``walk_step`` (null
     for duplicates), ``admitted``, ``reason``, ``item_json``, ``item_bytes`` and ``item_quarters``.
     ``item_json`` (and ``contradicts_json``) is null for a member of a contradiction group that
-    can never fit its query's budget: that text is quadratic in the group's size and is never
-    admitted, so it is not built; ``item_bytes``/``item_quarters`` are exact for every row.
+    was not admitted: that text is quadratic in the group's size and goes into no package, so it
+    is never built; ``item_bytes``/``item_quarters`` are exact for every row.
     Per query: the committed
     ``citation_ids`` and the final usage, the number of ``contradiction_groups`` and the
     diversity ``tier_widths`` used (reported in ``plan.selection``).
@@ -137,8 +138,9 @@ def admit_units(
 
     ``marked`` is every fused candidate with ``reason`` (and ``duplicate_of``/``duplicate_of_json``)
     set for those dropped before the walk; ``units`` the survivors with admission units assigned
-    (:func:`~assembler.groups.group_contradictions`); the ``contradicts`` texts of the groups the
-    budget could admit are built here, the others' never are.
+    (:func:`~assembler.groups.group_contradictions`). The walk runs on measurements alone; the
+    ``contradicts`` texts are built afterwards for the admitted groups only
+    (:func:`with_admitted_group_texts`).
     ``tier_widths`` overrides the contract's diversity tier widths (1 = no reordering).
     """
     tier_widths = inputs.tier_widths if tier_widths is None else tier_widths
@@ -147,7 +149,7 @@ def admit_units(
         schema={"q": pl.UInt32, "tier_width": pl.Int64},
     )
     walk = (
-        tier_units(build_items(materialize_contradicts(units, inputs.limits)).join(widths, on="q"))
+        tier_units(build_items(units).join(widths, on="q"))
         .sort("q", "admission_order", "position")
         .with_columns(walk_step=pl.int_range(pl.len()).over("q").cast(pl.Int64))
     )
@@ -158,6 +160,7 @@ def admit_units(
         bytes_after=pl.Series(outcome.bytes_after, dtype=pl.Int64),
         tokens_after=pl.Series(outcome.tokens_after, dtype=pl.Int64),
     )
+    walk = with_admitted_group_texts(walk)
     decisions = (
         marked.join(
             walk.select(
@@ -196,6 +199,29 @@ def admit_units(
         tokens_used=outcome.tokens_used,
         contradiction_groups=groups,
         tier_widths=tier_widths,
+    )
+
+
+def with_admitted_group_texts(walk: pl.DataFrame) -> pl.DataFrame:
+    """Build ``contradicts_json`` and ``item_json`` for the members of the admitted groups.
+
+    ``build_items`` measured every group member from ``contradicts_bytes``/``contradicts_quarters``
+    and left its text null (a group's texts are quadratic in its size: 20,000 members would carry
+    400 million ids). The walk admits a group whole or not at all and needs only the measurements,
+    so the texts are built here for the admitted ones, whose size the query's ``max_bytes`` bounds.
+    Rebuilding an item recomputes its measurements from the text; they equal the walk's.
+    """
+    admitted = walk.filter(pl.col("admitted") & pl.col("contradicts_bytes").is_not_null())
+    if admitted.height == 0:
+        return walk
+    texts = build_items(materialize_contradicts(admitted)).select("q", "fused_rank", "contradicts_json", "item_json")
+    return (
+        walk.join(texts, on=["q", "fused_rank"], how="left", suffix="_built", maintain_order="left")
+        .with_columns(
+            contradicts_json=pl.coalesce("contradicts_json_built", "contradicts_json"),
+            item_json=pl.coalesce("item_json_built", "item_json"),
+        )
+        .drop("contradicts_json_built", "item_json_built")
     )
 
 

@@ -18,14 +18,12 @@ from hypothesis import strategies as st
 
 from assembler import assemble_batch
 from assembler.admission import GROUP_EXCEEDS_BUDGET
-from assembler.groups import admissible_groups, group_contradictions, materialize_contradicts
+from assembler.groups import group_contradictions, materialize_contradicts
 from assembler.jsontext import escape_string, measure
 from assembler.policy import get_policy
-from assembler.request import Limits
 from benchmarks.reference import assemble_reference
 
 SEP = "\x00"
-GENEROUS = Limits(max_items=1000, max_bytes=1048576, max_tokens=10**9)
 GENEROUS_OVERRIDES = {"max_items": 1000, "max_bytes": 1048576, "max_tokens": 10**9}
 
 # (q, kind, subject, label, object, weight): one survivor per row, in survivor order per q.
@@ -95,12 +93,11 @@ def plain_rule(
     return units, contradicts, groups
 
 
-def stage(
-    rows: list[Row], disagreement: Literal["label", "sign"] = "label", limits: Limits = GENEROUS
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+def stage(rows: list[Row], disagreement: Literal["label", "sign"] = "label") -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The stage, then every group's texts built (as the policy does for the admitted ones)."""
     frame, counts = group_contradictions(survivors(rows), disagreement=disagreement)
-    n_queries = max((row[0] for row in rows), default=-1) + 1
-    return materialize_contradicts(frame, [limits] * n_queries), counts
+    assert frame["contradicts_json"].null_count() == frame.height  # measured only
+    return materialize_contradicts(frame), counts
 
 
 def units_of(frame: pl.DataFrame) -> dict[int, list[list[str]]]:
@@ -226,23 +223,17 @@ def test_no_survivors_and_no_associations() -> None:
     assert frame["unit"].to_list() == [0, 1] and counts.height == 0
 
 
-@pytest.mark.parametrize(
-    ("limits", "admissible"),
-    [
-        (Limits(max_items=3, max_bytes=10**6, max_tokens=10**6), True),
-        (Limits(max_items=2, max_bytes=10**6, max_tokens=10**6), False),  # more members than items
-        (Limits(max_items=40, max_bytes=60, max_tokens=10**6), False),  # the arrays alone overflow bytes
-        (Limits(max_items=40, max_bytes=10**6, max_tokens=10), False),  # ... or tokens
-    ],
-)
-def test_only_a_group_the_walk_could_admit_gets_its_texts_built(limits: Limits, admissible: bool) -> None:
-    rows = [a("s", "l", "o1"), a("s", "l", "o2"), a("s", "l", "o3"), p("x")]
+def test_texts_are_built_only_for_the_rows_handed_over() -> None:
+    rows = [a("s", "l", "o1"), a("s", "l", "o2"), a("t", "l", "o3"), a("t", "l", "o4"), p("x")]
     frame, _ = group_contradictions(survivors(rows))
-    assert admissible_groups(frame, [limits]).rows() == ([(0, 0)] if admissible else [])
-    built = materialize_contradicts(frame, [limits])
-    texts = built["contradicts_json"].to_list()
-    assert (texts[:3] == [None] * 3) is not admissible and texts[3] is None
-    assert built.drop("contradicts_json").equals(frame.drop("contradicts_json"))
+    built = materialize_contradicts(frame.filter(pl.col("subject") == "t"))
+    assert built["contradicts_json"].to_list() == [
+        "[" + escape_string(f"association{SEP}t{SEP}l{SEP}o4") + "]",
+        "[" + escape_string(f"association{SEP}t{SEP}l{SEP}o3") + "]",
+    ]
+    whole = materialize_contradicts(frame)
+    assert whole.drop("contradicts_json").equals(frame.drop("contradicts_json"))
+    assert whole["contradicts_json"].null_count() == 1
 
 
 @given(
@@ -344,17 +335,30 @@ def test_a_batch_of_many_group_sizes_equals_the_reference() -> None:
         assert list(result.packages) == [assemble_reference(r, overrides=overrides) for r in records]
 
 
-def test_a_never_admissible_member_is_measured_exactly_without_its_text() -> None:
+@pytest.mark.parametrize(
+    "overrides",
+    [{"max_items": 10}, {"max_items": 30, "max_bytes": 20_000}, {"max_items": 1000, "max_tokens": 3000}],
+    ids=["items", "bytes", "tokens"],
+)
+def test_a_refused_group_is_measured_exactly_without_its_text(overrides: dict[str, int]) -> None:
     record = grouped_record(30)
-    tight = assemble_batch([record], overrides={"max_items": 10}).decisions.sort("fused_rank")
+    tight = assemble_batch([record], overrides=overrides).decisions.sort("fused_rank")
     loose = assemble_batch([record], overrides=GENEROUS_OVERRIDES).decisions.sort("fused_rank")
     members = pl.col("unit_size") == 30
-    assert tight.filter(members)["item_json"].null_count() == 30
     assert tight.filter(members)["reason"].to_list() == [GROUP_EXCEEDS_BUDGET] * 30
+    assert tight.filter(members)["item_json"].null_count() == 30
+    assert tight.filter(members)["contradicts_json"].null_count() == 30
+    assert loose.filter(members)["admitted"].all()
     assert loose.filter(members)["item_json"].null_count() == 0
-    for column in ("item_bytes", "item_quarters", "unit", "unit_size", "walk_step"):
+    for column in ("item_bytes", "item_quarters", "unit", "unit_size"):
         assert tight[column].to_list() == loose[column].to_list(), column
-    assert tight.filter(~members)["item_json"].to_list() == loose.filter(~members)["item_json"].to_list()
+    admitted = tight.filter(pl.col("admitted"))["fused_rank"].to_list()
+    assert admitted
+    assert (
+        tight.filter(pl.col("fused_rank").is_in(admitted))["item_json"].to_list()
+        == loose.filter(pl.col("fused_rank").is_in(admitted))["item_json"].to_list()
+    )
+    assert assemble_batch([record], overrides=overrides).packages[0] == assemble_reference(record, overrides=overrides)
 
 
 def test_the_quality_policy_refuses_a_large_signed_group_whole() -> None:
