@@ -165,7 +165,8 @@ def candidate_frame(result: BatchResult, lanes: pl.DataFrame | None = None) -> p
             group=pl.when(pl.col("unit_size") > 1).then("unit"),
             novel=~pl.col("repeat"),
             decision=pl.when("admitted").then(pl.lit("admitted")).otherwise(pl.lit("omitted")),
-            item_tokens=pl.col("item_json").str.extract(r'"estimated_tokens":(\d+)').cast(pl.Int64),
+            # From the measurement, not the text: a never-admissible group member has no item text.
+            item_tokens=((pl.col("item_quarters") + 3) // 4).cast(pl.Int64),
         )
         .with_columns(lane_set=pl.col("lanes").list.join("+"), unit_size=pl.col("unit_size").cast(pl.Int64))
     )

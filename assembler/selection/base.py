@@ -17,10 +17,18 @@ import polars as pl
 from assembler.contract.request import Limits
 from assembler.stages.admission import admit
 from assembler.stages.diversity import tier_units
+from assembler.stages.groups import materialize_contradicts
 from assembler.stages.package import build_items
 from assembler.stages.reorder import Reorderer, is_permutation
 
-__all__ = ["Selection", "SelectionInputs", "SelectionPolicy", "admit_units", "survivor_positions"]
+__all__ = [
+    "Selection",
+    "SelectionInputs",
+    "SelectionPolicy",
+    "admit_units",
+    "survivor_positions",
+    "with_admitted_group_texts",
+]
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,11 @@ class Selection:
 
     ``decisions``: one row per fused candidate with at least ``q``, ``fused_rank``, ``id_json``,
     ``kind``, ``duplicate_of_json`` (null unless dropped as a duplicate), ``walk_step`` (null
-    for duplicates), ``admitted``, ``reason`` and ``item_json``. Per query: the committed
+    for duplicates), ``admitted``, ``reason``, ``item_json``, ``item_bytes`` and ``item_quarters``.
+    ``item_json`` (and ``contradicts_json``) is null for a member of a contradiction group that
+    was not admitted: that text is quadratic in the group's size and goes into no package, so it
+    is never built; ``item_bytes``/``item_quarters`` are exact for every row.
+    Per query: the committed
     ``citation_ids`` and the final usage, the number of ``contradiction_groups`` and the
     diversity ``tier_widths`` used (reported in ``plan.selection``).
     """
@@ -113,7 +125,10 @@ def admit_units(
     """The shared back half of selection: item texts, diversity tiers, the budget walk, decisions.
 
     ``marked`` is every fused candidate with ``reason`` (and ``duplicate_of``/``duplicate_of_json``)
-    set for those dropped before the walk; ``units`` the survivors with admission units assigned.
+    set for those dropped before the walk; ``units`` the survivors with admission units assigned
+    (:func:`~assembler.stages.groups.group_contradictions`). The walk runs on measurements alone; the
+    ``contradicts`` texts are built afterwards for the admitted groups only
+    (:func:`with_admitted_group_texts`).
     ``tier_widths`` overrides the contract's diversity tier widths (1 = no reordering).
     """
     tier_widths = inputs.tier_widths if tier_widths is None else tier_widths
@@ -133,6 +148,7 @@ def admit_units(
         bytes_after=pl.Series(outcome.bytes_after, dtype=pl.Int64),
         tokens_after=pl.Series(outcome.tokens_after, dtype=pl.Int64),
     )
+    walk = with_admitted_group_texts(walk)
     decisions = (
         marked.join(
             walk.select(
@@ -171,4 +187,27 @@ def admit_units(
         tokens_used=outcome.tokens_used,
         contradiction_groups=groups,
         tier_widths=tier_widths,
+    )
+
+
+def with_admitted_group_texts(walk: pl.DataFrame) -> pl.DataFrame:
+    """Build ``contradicts_json`` and ``item_json`` for the members of the admitted groups.
+
+    ``build_items`` measured every group member from ``contradicts_bytes``/``contradicts_quarters``
+    and left its text null (a group's texts are quadratic in its size: 20,000 members would carry
+    400 million ids). The walk admits a group whole or not at all and needs only the measurements,
+    so the texts are built here for the admitted ones, whose size the query's ``max_bytes`` bounds.
+    Rebuilding an item recomputes its measurements from the text; they equal the walk's.
+    """
+    admitted = walk.filter(pl.col("admitted") & pl.col("contradicts_bytes").is_not_null())
+    if admitted.height == 0:
+        return walk
+    texts = build_items(materialize_contradicts(admitted)).select("q", "fused_rank", "contradicts_json", "item_json")
+    return (
+        walk.join(texts, on=["q", "fused_rank"], how="left", suffix="_built", maintain_order="left")
+        .with_columns(
+            contradicts_json=pl.coalesce("contradicts_json_built", "contradicts_json"),
+            item_json=pl.coalesce("item_json_built", "item_json"),
+        )
+        .drop("contradicts_json_built", "item_json_built")
     )

@@ -15,6 +15,7 @@ import polars as pl
 
 from assembler.contract.jsontext import escape_string, quarters_expr, utf8_bytes_expr
 from assembler.contract.request import Limits
+from assembler.stages.groups import CONTRADICTS_KEY
 
 __all__ = ["DUPLICATE_PASSAGE", "MAX_LISTED_OMISSIONS", "QueryOutcome", "build_items", "render_package"]
 
@@ -26,8 +27,15 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
     """Add ``item_json`` (stamped item text), ``item_bytes`` and ``item_quarters`` to each row.
 
     Needs ``id_json``, ``kind``, ``fused_rank``, ``lane_ranks_json``, ``citation_refs_json``,
-    ``corroboration_sources_json`` (null: no corroboration), ``contradicts_json`` (null: none)
-    and ``payload_json``.
+    ``corroboration_sources_json`` (null: no corroboration), ``contradicts_json``,
+    ``contradicts_bytes``, ``contradicts_quarters`` and ``payload_json``.
+
+    ``contradicts_bytes`` null means no ``contradicts`` key. Otherwise the key is in the item and
+    its array text is ``contradicts_json``, unless that is null: a contradiction group member
+    whose text is not built (:mod:`assembler.stages.groups`; only admitted groups get theirs, after the
+    walk), as it would be quadratic in the group's size. Such a row is measured by adding the
+    array's measurements to those of the rest of the item (both counts are sums over characters),
+    and its ``item_json`` is null.
     """
     corroboration = (
         pl.when(pl.col("corroboration_sources_json").is_not_null())
@@ -44,9 +52,12 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
     )
     contradicts = (
         pl.when(pl.col("contradicts_json").is_not_null())
-        .then(pl.concat_str(pl.lit(',"contradicts":'), "contradicts_json"))
+        .then(pl.concat_str(pl.lit(CONTRADICTS_KEY), "contradicts_json"))
         .otherwise(pl.lit(""))
     )
+    unbuilt = pl.col("contradicts_json").is_null() & pl.col("contradicts_bytes").is_not_null()
+    unbuilt_bytes = pl.when(unbuilt).then(len(CONTRADICTS_KEY) + pl.col("contradicts_bytes")).otherwise(0)
+    unbuilt_quarters = pl.when(unbuilt).then(len(CONTRADICTS_KEY) + pl.col("contradicts_quarters")).otherwise(0)
     head = pl.concat_str(
         pl.lit('{"candidate_id":'),
         "id_json",
@@ -65,16 +76,23 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
     return (
         units.with_columns(_head=head, _tail=tail)
         .with_columns(_unstamped=pl.concat_str("_head", pl.lit(","), "_tail"))
-        .with_columns(item_bytes=utf8_bytes_expr("_unstamped"), item_quarters=quarters_expr("_unstamped"))
         .with_columns(
-            item_json=pl.concat_str(
-                "_head",
-                pl.lit(',"bytes":'),
-                pl.col("item_bytes").cast(pl.String),
-                pl.lit(',"estimated_tokens":'),
-                ((pl.col("item_quarters") + 3) // 4).cast(pl.String),
-                pl.lit(","),
-                "_tail",
+            item_bytes=utf8_bytes_expr("_unstamped") + unbuilt_bytes,
+            item_quarters=quarters_expr("_unstamped") + unbuilt_quarters,
+        )
+        .with_columns(
+            item_json=pl.when(unbuilt)
+            .then(pl.lit(None, dtype=pl.String))
+            .otherwise(
+                pl.concat_str(
+                    "_head",
+                    pl.lit(',"bytes":'),
+                    pl.col("item_bytes").cast(pl.String),
+                    pl.lit(',"estimated_tokens":'),
+                    ((pl.col("item_quarters") + 3) // 4).cast(pl.String),
+                    pl.lit(","),
+                    "_tail",
+                )
             )
         )
         .drop("_head", "_tail", "_unstamped")

@@ -1,9 +1,9 @@
 """Package out (contract sections 8.2 and 9): item texts and their measurements, omission entries,
 and the package text, on hand-built fragments.
 
-The expected texts are serialized from plain dicts by ``benchmarks.reference.to_json`` (its own
+The expected texts are serialized from plain dicts by ``tests.oracle.reference.to_json`` (its own
 emitter: ordered keys, contract float layout) and measured by hand or by
-``benchmarks.reference.measure``.
+``tests.oracle.reference.measure``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.package import (
+from assembler.contract.request import Limits
+from assembler.stages.package import (
     DUPLICATE_PASSAGE,
     MAX_LISTED_OMISSIONS,
     QueryOutcome,
@@ -28,9 +29,8 @@ from assembler.package import (
     omission_text,
     render_package,
 )
-from assembler.request import Limits
-from benchmarks.reference import measure as reference_measure
-from benchmarks.reference import to_json
+from tests.oracle.reference import measure as reference_measure
+from tests.oracle.reference import to_json
 
 SEP = "\x00"
 STAMP = re.compile(r',"bytes":(\d+),"estimated_tokens":(\d+)')
@@ -42,8 +42,11 @@ ITEM_COLUMNS = (
     "citation_refs_json",
     "corroboration_sources_json",
     "contradicts_json",
+    "contradicts_bytes",
+    "contradicts_quarters",
     "payload_json",
 )
+MEASURE_COLUMNS = ("fused_rank", "contradicts_bytes", "contradicts_quarters")
 
 
 def attribution(source: str, paragraph: int | None) -> dict[str, Any]:
@@ -106,6 +109,8 @@ def columns_of(item: dict[str, Any]) -> dict[str, Any]:
         "citation_refs_json": to_json(item["citation_refs"]),
         "corroboration_sources_json": None if corroboration is None else to_json(corroboration["sources"]),
         "contradicts_json": None if contradicts is None else to_json(contradicts),
+        "contradicts_bytes": None if contradicts is None else reference_measure(contradicts)[0],
+        "contradicts_quarters": None if contradicts is None else reference_measure(contradicts)[1],
         "payload_json": to_json(item[item["kind"]]),
     }
 
@@ -114,7 +119,7 @@ def items_frame(items: Sequence[dict[str, Any]]) -> pl.DataFrame:
     rows = [columns_of(item) for item in items]
     return pl.DataFrame(
         {name: [row[name] for row in rows] for name in ITEM_COLUMNS},
-        schema={name: pl.Int64 if name == "fused_rank" else pl.String for name in ITEM_COLUMNS},
+        schema={name: pl.Int64 if name in MEASURE_COLUMNS else pl.String for name in ITEM_COLUMNS},
     )
 
 

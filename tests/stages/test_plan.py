@@ -2,7 +2,7 @@
 the request and the lane dump, or taken from ``plan_lanes``.
 
 Every case is checked against the table of section 9.4 and against
-``benchmarks.reference.plan_lanes`` (an independent derivation of the same table).
+``tests.oracle.reference.plan_lanes`` (an independent derivation of the same table).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from assembler.lanes import PLAN_LANE_NAMES, parse_record
-from assembler.plan import derive_lane_plans, lanes_plan_text
-from benchmarks.reference import plan_lanes as reference_plan_lanes
-from benchmarks.reference import to_json
+from assembler.stages.lanes import PLAN_LANE_NAMES, parse_record
+from assembler.stages.plan import derive_lane_plans, lanes_plan_text
+from tests.oracle.reference import plan_lanes as reference_plan_lanes
+from tests.oracle.reference import to_json
 from tests.strategies import lane_records
 
 RAN = {"ran": True}

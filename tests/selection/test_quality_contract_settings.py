@@ -20,16 +20,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.io import package_line
-from assembler.lanes import LaneRecord, parse_record
 from assembler.pipeline import assemble_records
-from assembler.policy import CONTRACT
-from assembler.quality import QualityPolicy
-from benchmarks.pools import generate_records
+from assembler.run.io import package_line
+from assembler.selection import CONTRACT
+from assembler.selection.quality import QualityPolicy
+from assembler.stages.lanes import LaneRecord, parse_record
+from tests.oracle.pools import generate_records
+from tests.selection.test_selection import act, assoc, passage, record
 from tests.strategies import lane_batches
-from tests.test_selection import act, assoc, passage, record
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "conformance"
+DATA = Path(__file__).resolve().parent.parent.parent / "data" / "conformance"
 FIXTURES = [json.loads(line) for line in (DATA / "lanes.jsonl").read_text(encoding="utf-8").splitlines()]
 EXPECTED = (DATA / "expected.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
 

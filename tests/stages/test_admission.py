@@ -3,7 +3,7 @@
 ``admit`` sees only measurements: each row is one unit member with its item size and the
 citation ids it refers to; units are consecutive rows (``unit_size`` on every member). The
 expected outcomes are derived by hand, and for random walks by a plain transcription of the
-contract's walk built on ``benchmarks.reference``'s accounting helpers.
+contract's walk built on ``tests.oracle.reference``'s accounting helpers.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.admission import BUDGET_EXCEEDED, GROUP_EXCEEDS_BUDGET, Admission, admit, array_overhead
-from assembler.request import Limits
-from benchmarks.reference import overhead as reference_overhead
-from benchmarks.reference import tokens_from_quarters as reference_tokens
+from assembler.contract.request import Limits
+from assembler.stages.admission import BUDGET_EXCEEDED, GROUP_EXCEEDS_BUDGET, Admission, admit, array_overhead
+from tests.oracle.reference import overhead as reference_overhead
+from tests.oracle.reference import tokens_from_quarters as reference_tokens
 
 GENEROUS = Limits(max_items=1000, max_bytes=1_048_576, max_tokens=10**9)
 

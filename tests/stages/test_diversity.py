@@ -2,7 +2,7 @@
 
 ``tier_units`` orders admission units; a unit's source is its first member's. The expected
 orders come from the contract's examples, from hand derivation, and for random inputs from the
-contract's sequential rule (the ``seen`` set walked tier by tier, as ``benchmarks/reference.py``
+contract's sequential rule (the ``seen`` set walked tier by tier, as ``tests/oracle/reference.py``
 does inline) written out below.
 """
 
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.diversity import tier_units, tier_width
+from assembler.stages.diversity import tier_units, tier_width
 
 Source = str | None
 
