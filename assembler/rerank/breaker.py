@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-
-from assembler.rerank.provider import Clock
 
 __all__ = [
     "DEFAULT_COOLDOWN",
@@ -25,7 +24,11 @@ __all__ = [
     "BreakerSnapshot",
     "BreakerState",
     "CircuitBreaker",
+    "Clock",
 ]
+
+Clock = Callable[[], float]
+"""Seconds on a monotonic scale (``time.monotonic`` unless a test injects its own)."""
 
 DEFAULT_THRESHOLD = 3
 DEFAULT_COOLDOWN = 30.0

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import Final, Literal, Protocol
 
+from assembler.rerank.breaker import CircuitBreaker, Clock
 from assembler.stages.reorder import RerankCandidate
-
-if TYPE_CHECKING:
-    from assembler.rerank.breaker import CircuitBreaker
 
 __all__ = [
     "CIRCUIT_OPEN",
@@ -30,15 +28,11 @@ __all__ = [
     "OUTCOMES",
     "PROVIDER_ERROR",
     "TIMEOUT",
-    "Clock",
     "Deadline",
     "FailureReason",
     "RerankFailure",
     "RerankProvider",
 ]
-
-Clock = Callable[[], float]
-"""Seconds on a monotonic scale (``time.monotonic`` unless a test injects its own)."""
 
 OK: Final = "ok"
 NOT_CONFIGURED: Final = "not_configured"

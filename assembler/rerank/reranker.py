@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from assembler.contract.jsontext import escape_string
-from assembler.rerank.breaker import CircuitBreaker
+from assembler.rerank.breaker import CircuitBreaker, Clock
 from assembler.rerank.config import RerankConfig
 from assembler.rerank.http import HttpProvider
 from assembler.rerank.prometheus import RerankMetrics
@@ -37,7 +37,6 @@ from assembler.rerank.provider import (
     OK,
     OUTCOMES,
     PROVIDER_ERROR,
-    Clock,
     Deadline,
     RerankFailure,
     RerankProvider,

@@ -12,13 +12,14 @@ True
 
 from __future__ import annotations
 
-from assembler.errors import UsageError
+from assembler import errors
 from assembler.selection.base import Selection, SelectionInputs, SelectionPolicy, admit_units, survivor_positions
 from assembler.selection.contract import CONTRACT, ContractPolicy
 from assembler.selection.quality import QUALITY_POLICIES, QualityPolicy
 
 __all__ = [
     "CONTRACT",
+    "QUALITY_POLICIES",
     "ContractPolicy",
     "QualityPolicy",
     "Selection",
@@ -45,4 +46,4 @@ def get_policy(policy: str | SelectionPolicy) -> SelectionPolicy:
     try:
         return known[policy]
     except KeyError:
-        raise UsageError(f"unknown policy {policy!r} (known: {', '.join(sorted(known))})") from None
+        raise errors.UsageError(f"unknown policy {policy!r} (known: {', '.join(sorted(known))})") from None
