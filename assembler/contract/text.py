@@ -59,7 +59,7 @@ def normalize_entry(text: str) -> str:
         return text.lower()  # NFKC leaves ASCII alone and it holds no katakana
     lowered = _lower_each(text)
     composed = unicodedata.normalize("NFKC", lowered)
-    # Lowercasing each code point is idempotent (tests/test_neardup.py checks every code point),
+    # Lowercasing each code point is idempotent (tests/stages/test_neardup.py checks every code point),
     # so the second pass only matters where NFKC changed something.
     folded = lowered if composed == lowered else _lower_each(composed)
     if _KATAKANA.search(folded) is None:

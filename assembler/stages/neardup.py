@@ -175,7 +175,7 @@ def _bitset_matches(codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64])
     passages (the ones that tell passages apart). A pair whose bound fails the contract's rule
     cannot match: ``2.0 * s / d >= 0.9`` holds exactly when ``20 * s >= 9 * d`` for integers
     ``0 <= s`` and ``0 < d < 2**40`` (a quotient off 9/10 is off by at least ``1 / (10 d)``, far
-    more than the rounding; tests/test_neardup.py checks every ``d`` below 2**22), so the bounds
+    more than the rounding; tests/stages/test_neardup.py checks every ``d`` below 2**22), so the bounds
     are compared in integers. Pairs that survive every bound are counted over all
     words and judged by the contract's own float expression. ``None`` when the pool has more
     distinct bigrams than ``_BITSET_MAX_WIDTH``.
