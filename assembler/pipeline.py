@@ -10,12 +10,11 @@ import polars as pl
 
 from assembler.contract.jsontext import quarters_expr, utf8_bytes_expr
 from assembler.contract.request import check_overrides
-from assembler.run.io import RawRecord, drop_nulls
-from assembler.run.records import iter_records, stop_at_first
+from assembler.errors import InputError
 from assembler.selection import CONTRACT, SelectionInputs, SelectionPolicy, get_policy
 from assembler.stages.diversity import tier_width
 from assembler.stages.fuse import fuse
-from assembler.stages.lanes import LaneRecord, build_batch
+from assembler.stages.lanes import LaneRecord, build_batch, drop_nulls, parse_record, repeated_query_id
 from assembler.stages.package import QueryOutcome, omission_text, render_package
 from assembler.stages.plan import lanes_plan_text
 from assembler.stages.reorder import Reranker, RerankStage
@@ -165,8 +164,14 @@ def assemble_batch(
     if isinstance(records, pl.DataFrame):
         records = [drop_nulls(row) for row in records.iter_rows(named=True)]
     checked = check_overrides(overrides)
-    raws = (RawRecord("<memory>", line, value, "") for line, value in enumerate(records, start=1))
-    parsed = [record for _, record in iter_records(raws, stop_at_first, checked)]
+    parsed: list[LaneRecord] = []
+    seen: set[str] = set()
+    for line, value in enumerate(records, start=1):
+        record = parse_record(value, line=line, overrides=checked)
+        repeated = repeated_query_id(record, seen)
+        if repeated is not None:
+            raise InputError(repeated)
+        parsed.append(record)
     return assemble_records(parsed, policy=get_policy(policy), reorders=reorders, reranker=reranker)
 
 

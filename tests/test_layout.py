@@ -17,6 +17,7 @@ ALLOWED = {
     "contract": {"errors"},
     "stages": {"errors", "contract"},
     "selection": {"errors", "contract", "stages"},
+    "pipeline": {"errors", "contract", "stages", "selection"},
 }
 NOBODY_IMPORTS = {"cli"}  # the top floor: only ``assembler.__main__`` imports it
 

@@ -23,11 +23,11 @@ import polars as pl
 from assembler.contract.request import resolve_limits
 from assembler.errors import InputError, RecordError
 from assembler.pipeline import REASONS, BatchResult, assemble_records
-from assembler.run.io import RawRecord, drop_nulls, read_raw
+from assembler.run.io import RawRecord, read_raw
 from assembler.run.records import iter_records
 from assembler.selection import CONTRACT, SelectionPolicy
 from assembler.stages.fuse import fuse
-from assembler.stages.lanes import LANE_NAMES, LaneBatch, LaneRecord, build_batch
+from assembler.stages.lanes import LANE_NAMES, LaneBatch, LaneRecord, build_batch, drop_nulls
 
 __all__ = [
     "BatchAnalysis",

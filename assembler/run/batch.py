@@ -31,9 +31,10 @@ import pyarrow.parquet as pq
 
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.pipeline import BatchResult, assemble_records
-from assembler.run.io import PACKAGE_SCHEMA, RawRecord, drop_nulls, is_parquet, jsonl_lines, line_record, row_text
+from assembler.run.io import PACKAGE_SCHEMA, RawRecord, is_parquet, jsonl_lines, line_record, row_text
 from assembler.run.records import iter_records
 from assembler.selection import CONTRACT, SelectionPolicy
+from assembler.stages.lanes import drop_nulls
 
 if TYPE_CHECKING:
     from assembler.stages.reorder import Reranker

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from assembler.contract.jsontext import escape_string
 from assembler.contract.wire import object_pairs
 from assembler.errors import RecordError, UsageError
+from assembler.stages.lanes import drop_nulls
 
 __all__ = [
     "LANE_DUMP_SCHEMA",
@@ -133,15 +134,6 @@ def parse_json(text: str) -> Any:
     Repeated keys are remembered so that validation can refuse a repeated known field.
     """
     return json.loads(text, parse_constant=_refuse_constant, parse_float=_parse_float, object_pairs_hook=object_pairs)
-
-
-def drop_nulls(value: Any) -> Any:
-    """Parquet cannot tell absent from null; in a lane dump the two mean the same."""
-    if isinstance(value, dict):
-        return {key: drop_nulls(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [drop_nulls(item) for item in value]
-    return value
 
 
 def _read_parquet(path: str, batch_rows: int) -> Iterator[RawRecord]:

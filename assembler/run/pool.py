@@ -43,8 +43,8 @@ from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, packag
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, package_lines
-from assembler.run.records import DUPLICATE_RULE
 from assembler.selection import SelectionPolicy, get_policy, policies
+from assembler.stages.lanes import DUPLICATE_RULE
 
 __all__ = ["ChunkJob", "ChunkResult", "assemble_chunk", "run_pooled", "usable_cpus"]
 

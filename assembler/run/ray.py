@@ -34,8 +34,8 @@ from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, file_t
 from assembler.run.io import PACKAGE_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, jsonl_lines
 from assembler.run.options import DEFAULT_CHUNK_SIZE, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, run_outputs
-from assembler.run.records import DUPLICATE_RULE
 from assembler.selection import CONTRACT, SelectionPolicy
+from assembler.stages.lanes import DUPLICATE_RULE
 
 if TYPE_CHECKING:
     from ray.data import Dataset

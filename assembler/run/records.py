@@ -6,11 +6,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from assembler.errors import InputError, RecordError
 from assembler.run.io import RawRecord
-from assembler.stages.lanes import LaneRecord, parse_record
+from assembler.stages.lanes import LaneRecord, parse_record, repeated_query_id
 
-__all__ = ["DUPLICATE_RULE", "iter_records", "stop_at_first"]
-
-DUPLICATE_RULE = "duplicate query_id (each query may appear once in the input)"
+__all__ = ["iter_records", "stop_at_first"]
 
 
 def iter_records(
@@ -34,10 +32,10 @@ def iter_records(
         except InputError as exc:
             reject(raw, exc.error)
             continue
-        if record.query_id in seen:
-            reject(raw, RecordError(raw.file, raw.line, record.query_id, "query_id", DUPLICATE_RULE))
+        repeated = repeated_query_id(record, seen)
+        if repeated is not None:
+            reject(raw, repeated)
             continue
-        seen.add(record.query_id)
         yield raw, record
 
 

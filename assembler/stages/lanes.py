@@ -21,12 +21,15 @@ from assembler.contract.wire import ShapeError, check_string
 from assembler.errors import InputError, RecordError
 
 __all__ = [
+    "DUPLICATE_RULE",
     "LANE_NAMES",
     "PLAN_LANE_NAMES",
     "LaneBatch",
     "LaneRecord",
     "build_batch",
+    "drop_nulls",
     "parse_record",
+    "repeated_query_id",
 ]
 
 SEP = "\x00"
@@ -63,6 +66,26 @@ class LaneRecord:
     search_limit_cuts: int = 0
     source: str = "<memory>"
     line: int = 0
+
+
+DUPLICATE_RULE = "duplicate query_id (each query may appear once in the input)"
+
+
+def drop_nulls(value: Any) -> Any:
+    """Parquet cannot tell absent from null; in a lane dump the two mean the same."""
+    if isinstance(value, dict):
+        return {key: drop_nulls(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [drop_nulls(item) for item in value]
+    return value
+
+
+def repeated_query_id(record: LaneRecord, seen: set[str]) -> RecordError | None:
+    """The error of a query id met before (in ``seen``); else ``None``, and the id joins ``seen``."""
+    if record.query_id in seen:
+        return RecordError(record.source, record.line, record.query_id, "query_id", DUPLICATE_RULE)
+    seen.add(record.query_id)
+    return None
 
 
 def parse_record(
