@@ -2,7 +2,8 @@
 
 Run from the repository root: ``python scripts/build_conformance.py``. Reads
 ``../shared/conformance/*.json`` (relative to the repository root) and writes
-``data/conformance/lanes.jsonl`` and ``data/conformance/expected.jsonl``.
+``data/conformance/lanes.jsonl`` and ``data/conformance/expected.jsonl``; refuses, writing
+nothing, when the fixtures are missing or a file would shrink (``--force`` replaces it anyway).
 
 Every JSON number is kept as the exact token text of the fixture file. The expected
 package is re-emitted compact with keys in the contract's wire order (§1.3, §9); a key
@@ -11,13 +12,18 @@ without a known order is an error.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "conformance"
 OUT = ROOT / "data" / "conformance"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from guard import require_inputs, write_lines  # noqa: E402
 
 
 class Raw(str):
@@ -175,10 +181,11 @@ def check(stem: str, package: dict[str, Any]) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--force", action="store_true", help="replace the committed files even if smaller")
+    force = parser.parse_args().force
+    require_inputs("build_conformance.py", [FIXTURES], "the shared conformance fixtures")
     paths = sorted(FIXTURES.glob("*.json"))
-    if not paths:
-        raise SystemExit(f"no fixtures under {FIXTURES}")
-    OUT.mkdir(parents=True, exist_ok=True)
     lanes_lines, expected_lines = [], []
     for path in paths:
         stem = path.stem
@@ -191,8 +198,8 @@ def main() -> None:
         check(stem, fixture["expected_response"])
         expected_lines.append('{"query_id":' + json.dumps(stem) + ',"package":' + package + "}")
         print(f"OK {stem}")
-    (OUT / "lanes.jsonl").write_text("\n".join(lanes_lines) + "\n", encoding="utf-8")
-    (OUT / "expected.jsonl").write_text("\n".join(expected_lines) + "\n", encoding="utf-8")
+    write_lines("build_conformance.py", OUT / "lanes.jsonl", lanes_lines, force=force)
+    write_lines("build_conformance.py", OUT / "expected.jsonl", expected_lines, force=force)
 
 
 if __name__ == "__main__":

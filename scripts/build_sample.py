@@ -2,24 +2,31 @@
 
 Run from the repository root: ``python scripts/build_sample.py``. Reads
 ``../shared/taguru-data/adr/0001/{corpus,golden}`` (relative to the repository root) and
-writes ``data/sample/lanes.jsonl``. The lanes emulate the server (see data/sample/SOURCE.md):
+writes ``assembler/sample/lanes.jsonl`` (shipped in the package; ``data/sample`` links to it).
+Refuses, writing nothing, when the corpus is missing or the result would be smaller than the
+committed file (``--force`` replaces it anyway). The lanes emulate the server (see data/sample/SOURCE.md):
 the graph is the golden triples, the passages lane is Okapi BM25 over character bigrams.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from guard import require_inputs, write_lines  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 ADR = ROOT.parent / "shared" / "taguru-data" / "adr" / "0001"
-OUT = ROOT / "data" / "sample"
+OUT = ROOT / "assembler" / "sample"  # shipped in the package; data/sample links here
 CONTEXT = "brewery"
 K1, B = 1.2, 0.75
 ACTIVATE_LIMIT = 20
@@ -222,6 +229,10 @@ def lanes(request: Json, graph: list[Json], index: Bm25, texts: dict[tuple[str, 
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--force", action="store_true", help="replace the committed sample even if smaller")
+    force = parser.parse_args().force
+    require_inputs("build_sample.py", [ADR / "corpus", ADR / "golden"], "the Taguru ADR 0001 brewery corpus")
     texts: dict[tuple[str, int], str] = {}
     for path in sorted((ADR / "corpus").glob("*.md")):
         for i, text in enumerate(paragraphs(path)):
@@ -231,7 +242,6 @@ def main() -> None:
         for att in a["attributions"]:
             assert (att["source"], att["paragraph"]) in texts, att
     index = Bm25([(s, p, t) for (s, p), t in texts.items()])
-    OUT.mkdir(parents=True, exist_ok=True)
     lines = []
     for n, request in enumerate(QUERIES, 1):
         line = {
@@ -241,7 +251,7 @@ def main() -> None:
             "lanes": lanes(request, graph, index, texts),
         }
         lines.append(json.dumps(line, ensure_ascii=False, separators=(",", ":")))
-    (OUT / "lanes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_lines("build_sample.py", OUT / "lanes.jsonl", lines, force=force)
     print(f"{len(lines)} queries, {len(graph)} associations, {len(texts)} paragraphs")
 
 

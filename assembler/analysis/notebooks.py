@@ -41,7 +41,12 @@ def run_notebook(path: str | Path, *, timeout: int = 300) -> tuple[Any, float]:
     path = Path(path)
     notebook = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        # The kernel listens on loopback only; its warning about unencrypted TCP is noise here.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
     start = time.perf_counter()
     client.execute()
@@ -49,13 +54,17 @@ def run_notebook(path: str | Path, *, timeout: int = 300) -> tuple[Any, float]:
 
 
 def clear_outputs(notebook: Any) -> Any:
-    """Drop outputs, execution counts and execution metadata of every code cell (in place)."""
+    """Drop outputs, execution counts and execution metadata of every code cell, and what a run
+    adds to the notebook's ``language_info`` (in place): ``--execute`` then ``--clear`` gives the
+    committed file back."""
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
             cell.metadata.pop("execution", None)
     notebook.metadata.pop("widgets", None)
+    if "language_info" in notebook.metadata:
+        notebook.metadata["language_info"] = {"name": notebook.metadata["language_info"].get("name", "python")}
     return notebook
 
 
@@ -68,6 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=300, help="seconds per cell (default 300)")
     parser.add_argument("notebooks", nargs="*", help="default: notebooks/*.ipynb")
     args = parser.parse_args(argv)
+    try:
+        return _run(args)
+    except ImportError as exc:
+        print(f"assembler: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     paths = notebook_paths(args.notebooks)
     if not paths:
         print(f"no notebooks found under {DEFAULT_DIR}/", file=sys.stderr)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,14 +29,28 @@ if TYPE_CHECKING:
 
 __all__ = ["SAMPLE", "register"]
 
-SAMPLE = Path(__file__).resolve().parent.parent.parent / "data" / "sample" / "lanes.jsonl"
+SAMPLE = Path(str(resources.files("assembler") / "sample" / "lanes.jsonl"))
+"""30 Japanese queries shipped inside the package (``data/sample`` links to the same folder)."""
+
+
+def _stdin_is_data() -> bool:
+    """Standard input is a pipe or a regular file (``cat x | assembler``, ``assembler < x``); a
+    terminal, ``/dev/null`` or a closed stdin (a scheduler's, CI's) is not."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # no real file behind it
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:
+    """The INPUTs; without any, standard input when it is piped or a file, else the shipped sample."""
     if args.inputs:
         return list(args.inputs)
-    if not SAMPLE.exists():
-        raise UsageError("no INPUT given and the shipped sample data/sample/lanes.jsonl was not found")
+    if _stdin_is_data():
+        return ["-"]
+    if not SAMPLE.is_file():
+        raise UsageError(f"no INPUT given and the shipped sample {SAMPLE} was not found")
     print(f"no INPUT given: assembling the shipped sample {SAMPLE}", file=sys.stderr)
     return [str(SAMPLE)]
 
@@ -129,7 +146,13 @@ def _policy_flag(parser: argparse.ArgumentParser) -> None:
 def register(commands: Any) -> None:
     """Add ``assemble``, ``explain`` and ``convert`` to the ``assembler`` command's subparsers."""
     assemble = commands.add_parser("assemble", help="assemble packages for every query of the input")
-    assemble.add_argument("inputs", nargs="*", metavar="INPUT", help="lane dumps (.jsonl or .parquet; - = stdin)")
+    assemble.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="lane dumps (.jsonl or .parquet; - = stdin). Without INPUT: standard input when it is "
+        "piped or redirected from a file, else the shipped sample of 30 queries",
+    )
     assemble.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
     assemble.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by extension)")
     _policy_flag(assemble)

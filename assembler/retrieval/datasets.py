@@ -571,7 +571,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = list(SETS) if args.all else list(dict.fromkeys(args.set))
     if not names:
         parser.error("name a set with --set NAME, or use --all")
-    build(names, args.shared, args.out, args.work, lanes=not args.no_lanes, cache_dir=args.cache_dir, size=args.cases)
+    try:
+        build(
+            names, args.shared, args.out, args.work, lanes=not args.no_lanes, cache_dir=args.cache_dir, size=args.cases
+        )
+    except FileNotFoundError as exc:  # raised while reading, before any file of that set is written
+        print(
+            f"datasets: error: missing input {exc.filename} (the raw data sets under --shared); "
+            "that set was not written",
+            file=sys.stderr,
+        )
+        return 2
+    except ImportError as exc:
+        print(
+            f"datasets: error: {exc.name} is needed to build lanes: pip install 'assembler[retrieval]'", file=sys.stderr
+        )
+        return 2
     return 0
 
 

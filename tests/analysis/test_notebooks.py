@@ -38,13 +38,30 @@ def test_notebook_is_committed_clean_with_question_and_findings(path: Path) -> N
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.stem for path in NOTEBOOKS])
-def test_notebook_runs_top_to_bottom(path: Path) -> None:
+def test_notebook_runs_top_to_bottom_and_clears_back_to_the_committed_file(path: Path, tmp_path: Path) -> None:
     for module in ("nbclient", "nbformat", "ipykernel", "matplotlib"):
         pytest.importorskip(module)
+    import nbformat
+
     notebook, seconds = notebooks.run_notebook(path, timeout=300)
     errors = [out for cell in notebook.cells for out in cell.get("outputs", []) if out.get("output_type") == "error"]
     assert not errors
     assert seconds > 0
+    cleared = tmp_path / path.name  # what `--execute` then `--clear` leaves in the tree
+    nbformat.write(notebooks.clear_outputs(notebook), cleared)
+    assert cleared.read_bytes() == path.read_bytes()
+
+
+def test_without_the_extra_the_command_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def missing(name: str) -> None:
+        raise ImportError(name)
+
+    monkeypatch.setattr(notebooks.importlib, "import_module", missing)
+    assert notebooks.main(["--clear", str(NOTEBOOKS[0])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pip install 'assembler[notebooks]'" in err
 
 
 def test_clear_strips_outputs(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 import pytest
 
+import assembler
 from assembler.cli import main
 
 if TYPE_CHECKING:
@@ -340,8 +341,12 @@ def test_max_items_override_is_clamped_to_the_ceiling(capsys: pytest.CaptureFixt
     assert limits == [{"max_items": 1000, "max_bytes": 7, "max_tokens": 4000}] * 5
 
 
-def test_no_input_assembles_the_shipped_sample(capsys: pytest.CaptureFixture[str]) -> None:
-    status, stdout, err = run_cli(capsys, "assemble")
+def test_no_input_and_no_data_on_stdin_assembles_the_shipped_sample(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open(os.devnull, encoding="utf-8") as nothing:  # as a terminal, CI or a scheduler give
+        monkeypatch.setattr(sys, "stdin", nothing)
+        status, stdout, err = run_cli(capsys, "assemble")
     assert status == 0
     assert len(stdout.splitlines()) == 30
     assert "no INPUT given" in err
@@ -458,3 +463,21 @@ def test_python_m_assembler_writes_the_conformance_bytes(tmp_path: Path) -> None
     assert result.returncode == 0, result.stderr
     assert out.read_bytes() == EXPECTED.read_bytes()
     assert result.stderr.startswith("assembled 5 queries")
+
+
+def test_no_input_with_stdin_from_a_file_assembles_stdin_not_the_sample(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open(CONFORMANCE, encoding="utf-8") as redirected:  # assembler assemble < lanes.jsonl
+        monkeypatch.setattr(sys, "stdin", redirected)
+        status, stdout, err = run_cli(capsys, "assemble", "-q")
+    assert status == 0
+    assert stdout.encode() == (DATA / "conformance" / "expected.jsonl").read_bytes()
+    assert "no INPUT given" not in err
+
+
+def test_version_flag_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == f"assembler {assembler.__version__}\n"
