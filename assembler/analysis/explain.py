@@ -37,7 +37,7 @@ def render_explanation(result: BatchResult, query_id: str) -> str:
     ]
     for row in frame.iter_rows(named=True):
         lanes = ", ".join(f"{lane}#{rank}" for lane, rank in zip(row["lanes"], row["lane_ranks"], strict=True))
-        lines.append(f"  {row['fused_rank']:>4}  {row['kind']:<11} {row['name']}  [{lanes}]")
+        lines.append(f"  {row['fused_rank']:>4}  {row['name']}  [{lanes}]")  # the name starts with the kind
     duplicates = frame.filter(pl.col("duplicate_of").is_not_null())
     lines += ["", f"near-duplicate drops: {duplicates.height}"]
     for row in duplicates.iter_rows(named=True):
@@ -56,9 +56,10 @@ def render_explanation(result: BatchResult, query_id: str) -> str:
             f"{verdict:<44} {row['item_bytes']:>6} B  used {row['bytes_after']} B / {row['tokens_after']} tok"
         )
     budget = package["budget"]
+    reasons = ", ".join(f"{reason} {count}" for reason, count in package["omitted_by_reason"].items())
     lines += [
         "",
         f"package: {budget['items_used']} items, {budget['bytes_used']} bytes, {budget['tokens_used']} tokens; "
-        f"omitted {package['omitted_total']} {package['omitted_by_reason']}",
+        f"omitted {package['omitted_total']}" + (f" ({reasons})" if reasons else ""),
     ]
     return "\n".join(lines)

@@ -6,10 +6,13 @@ import argparse
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from assembler.analysis.explain import render_explanation
 from assembler.cli.args import add_budget_flags, add_errors_flags, budget_overrides, errors_path, positive_integer
@@ -55,12 +58,37 @@ def _inputs(args: argparse.Namespace) -> list[str]:
     return [str(SAMPLE)]
 
 
-def _progress(enabled: bool) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
+COUNT_LINES_UP_TO = 2 * 2**30
+"""Inputs of up to 2 GiB of JSON Lines are counted before the run (about a second per GiB) so the
+progress bar shows a total and an ETA; larger inputs show a count and a rate only."""
+
+
+def count_records(paths: Sequence[str]) -> int | None:
+    """The number of records of the input files (Parquet: from the footer; JSON Lines: non-blank
+    lines), or ``None`` when that is not cheap to know (standard input, very large inputs)."""
+    if "-" in paths:
+        return None
+    try:
+        if sum(os.path.getsize(path) for path in paths if not is_parquet(path)) > COUNT_LINES_UP_TO:
+            return None
+        total = 0
+        for path in paths:
+            if is_parquet(path):
+                total += pq.ParquetFile(path).metadata.num_rows
+                continue
+            with open(path, "rb") as handle:
+                total += sum(1 for line in handle if line.strip())
+        return total
+    except (OSError, ValueError, pa.ArrowException):  # the run itself reports unreadable inputs
+        return None
+
+
+def _progress(enabled: bool, inputs: Sequence[str]) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
     if not enabled or not sys.stderr.isatty():
         return None, lambda: None
     from tqdm import tqdm
 
-    bar = tqdm(unit=" queries", file=sys.stderr, leave=False)
+    bar = tqdm(total=count_records(inputs), unit=" queries", file=sys.stderr, leave=False)
     return bar.update, bar.close
 
 
@@ -99,15 +127,16 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
     reranker = reranker_from_args(args)
     options = _options(args, output_format, reranker)
-    update, close = _progress(not args.quiet)
+    inputs = _inputs(args)
+    update, close = _progress(not args.quiet, inputs)
     try:
         summary: RunSummary
         if args.engine == "ray":
             from assembler.run.ray import run_ray_assembly  # Ray is an optional extra
 
-            summary = run_ray_assembly(_inputs(args), args.output, options, progress=update, address=args.ray_address)
+            summary = run_ray_assembly(inputs, args.output, options, progress=update, address=args.ray_address)
         else:
-            summary = run_assembly(_inputs(args), args.output, options, progress=update)
+            summary = run_assembly(inputs, args.output, options, progress=update)
     finally:
         close()
     if not args.quiet:
@@ -128,9 +157,35 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+
+
+def _convert_format(args: argparse.Namespace) -> OutputFormat:
+    """``--format``, else the output's extension; an unknown extension is refused (a CSV name
+    would otherwise get JSON Lines)."""
+    if args.format is not None:
+        return args.format  # type: ignore[no-any-return]
+    if is_parquet(args.output):
+        return "parquet"
+    if args.output == "-" or args.output.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    raise UsageError(
+        f"cannot tell the format of {args.output!r} from its extension (.parquet/.pq or .jsonl/.ndjson/.json): "
+        "give --format parquet or --format jsonl"
+    )
+
+
 def _cmd_convert(args: argparse.Namespace) -> int:
+    output_format = _convert_format(args)
+    if output_format == "parquet" and args.output == "-":
+        raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
     summary = convert(
-        args.inputs, args.output, on_error=args.on_error, errors_path=errors_path(args), chunk_size=args.chunk_size
+        args.inputs,
+        args.output,
+        on_error=args.on_error,
+        errors_path=errors_path(args),
+        chunk_size=args.chunk_size,
+        output_format=output_format,
     )
     print(f"converted {summary.queries} records, {summary.rejected} rejected", file=sys.stderr)
     return 0
@@ -194,6 +249,7 @@ def register(commands: Any) -> None:
 
     conv = commands.add_parser("convert", help="lane dumps JSON Lines <-> Parquet (by OUTPUT's extension)")
     conv.add_argument("inputs", nargs="+", metavar="INPUT", help="lane dumps (.jsonl or .parquet; - = stdin)")
-    conv.add_argument("-o", "--output", required=True, help="output file: .parquet, or JSON Lines")
+    conv.add_argument("-o", "--output", required=True, help="output file (.parquet/.pq or .jsonl/.ndjson/.json)")
+    conv.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by OUTPUT's extension)")
     add_errors_flags(conv, DEFAULT_CHUNK_SIZE)
     conv.set_defaults(run=_cmd_convert)

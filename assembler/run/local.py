@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from assembler.contract import wire
 from assembler.run.batch import assemble_table, read_tables, rejected_entries
 from assembler.run.io import LANE_DUMP_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, read_raw
-from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, RunOptions
+from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
 from assembler.run.pool import ChunkJob, run_pooled, usable_cpus
 from assembler.run.records import iter_records
@@ -130,12 +130,14 @@ def convert(
     on_error: OnError = "stop",
     errors_path: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    output_format: OutputFormat | None = None,
 ) -> RunSummary:
-    """Lane dumps from JSON Lines to Parquet or back (by the output's extension), validated."""
+    """Lane dumps from JSON Lines to Parquet or back, validated; the output's format is
+    ``output_format``, else its extension (``.parquet``/``.pq``, else JSON Lines)."""
     summary = RunSummary()
     started = time.perf_counter()
     output = os.fspath(output)
-    to_parquet = is_parquet(output)
+    to_parquet = output_format == "parquet" if output_format is not None else is_parquet(output)
     with run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
         writer = pq.ParquetWriter(out.write_path, LANE_DUMP_SCHEMA) if to_parquet else None
         try:

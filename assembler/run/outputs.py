@@ -36,13 +36,19 @@ class RunSummary:
     seconds: float = 0.0
 
     def line(self) -> str:
-        """``assembled N queries: ...`` (no candidate text, safe to log)."""
-        rate = self.queries / self.seconds if self.seconds > 0 else 0.0
-        omitted = ", ".join(f"{reason} {count}" for reason, count in self.omitted.items())
+        """``assembled N queries: ...`` (no candidate text, safe to log). The rate is given only for
+        runs of a second or more: a shorter run's rate is mostly start-up and would not reproduce.
+
+        >>> RunSummary(queries=5, items=8, omitted={"budget_exceeded": 3}, seconds=0.04).line()
+        'assembled 5 queries: 8 items admitted, omitted 3 (budget_exceeded 3), 0 search-limit cuts, 0 rejected'
+        """
+        counted = [f"{reason} {count}" for reason, count in self.omitted.items() if count]
+        omitted = f" ({', '.join(counted)})" if counted else ""
+        rate = f"; {self.queries / self.seconds:,.0f} queries/s" if self.seconds >= 1 else ""
         return (
             f"assembled {self.queries} queries: {self.items} items admitted, "
-            f"omitted {sum(self.omitted.values())} ({omitted}), {self.search_limit_cuts} search-limit cuts, "
-            f"{self.rejected} rejected; {rate:,.0f} queries/s"
+            f"omitted {sum(self.omitted.values())}{omitted}, {self.search_limit_cuts} search-limit cuts, "
+            f"{self.rejected} rejected{rate}"
         )
 
     def add_packages(self, packages: pa.Table) -> None:

@@ -410,7 +410,16 @@ def test_explain_names_both_near_duplicate_candidates(capsys: pytest.CaptureFixt
     assert "near-duplicate drops: 1\n" in stdout
     drop = "  #2 passage | dup-corpus | b.md | 0  -> kept passage | dup-corpus | a.md | 0"
     assert drop in stdout.splitlines()
-    assert "omitted 1 {'duplicate_passage': 1}" in stdout
+    assert "omitted 1 (duplicate_passage 1)" in stdout
+
+
+def test_explain_names_each_candidate_once_and_prints_omissions_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    status, stdout, _ = run_cli(capsys, "explain", SAMPLE, "--query-id", "ja-005")
+    assert status == 0
+    fused = [line for line in stdout.splitlines() if line.startswith("     1  ")]
+    assert fused == ["     1  association | 高瀬 | 出身 | 南部杜氏  [graph_activate#4, graph_query#1]"]
+    assert stdout.rstrip().endswith("omitted 1 (duplicate_passage 1)")
+    assert "{" not in stdout
 
 
 def test_explain_unknown_query_id_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -481,3 +490,25 @@ def test_version_flag_prints_the_package_version(capsys: pytest.CaptureFixture[s
         main(["--version"])
     assert caught.value.code == 0
     assert capsys.readouterr().out == f"assembler {assembler.__version__}\n"
+
+
+def test_convert_refuses_an_output_extension_it_cannot_read_as_a_format(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run_cli(capsys, "convert", CONFORMANCE, "-o", tmp_path / "lanes.csv")
+    assert status == 2 and "give --format parquet or --format jsonl" in err
+    assert not (tmp_path / "lanes.csv").exists()
+    status, _, _ = run_cli(capsys, "convert", CONFORMANCE, "-o", tmp_path / "lanes.csv", "--format", "jsonl")
+    assert status == 0 and (tmp_path / "lanes.csv").read_bytes() == CONFORMANCE.read_bytes()
+
+
+def test_the_progress_total_counts_records_of_every_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from assembler.cli.assemble import count_records
+
+    parquet = tmp_path / "lanes.parquet"
+    assert run_cli(capsys, "convert", SAMPLE, "-o", parquet)[0] == 0
+    blank_lines = tmp_path / "blank.jsonl"
+    blank_lines.write_bytes(CONFORMANCE.read_bytes().replace(b"\n", b"\n\n"))
+    assert count_records([str(SAMPLE), str(parquet), str(blank_lines)]) == 30 + 30 + 5
+    assert count_records(["-"]) is None  # standard input cannot be counted ahead
+    assert count_records([str(tmp_path / "missing.jsonl")]) is None  # the run reports it
