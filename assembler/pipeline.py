@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import polars as pl
@@ -19,7 +21,7 @@ from assembler.stages.package import QueryOutcome, omission_text, render_package
 from assembler.stages.plan import lanes_plan_text
 from assembler.stages.reorder import Reranker, RerankStage
 
-__all__ = ["REASONS", "BatchResult", "assemble", "assemble_batch", "assemble_records"]
+__all__ = ["REASONS", "BatchResult", "assemble", "assemble_batch", "assemble_records", "decision_frame"]
 
 REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage", "evidence_in_passage")
 
@@ -28,15 +30,22 @@ REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_p
 class BatchResult:
     """The packages of a batch, in input order, with what explains them.
 
-    ``decisions`` has one row per fused candidate (``q`` indexes ``query_ids``): fused rank,
-    near-duplicate verdict, unit, tier, walk step, admission and reason, running usage.
     ``summaries`` has one row per query: usage, omissions by reason, search-limit cuts.
+    :attr:`decisions` has one row per fused candidate: lanes, fused rank, near-duplicate verdict,
+    group, tier, walk step, decision and reason, running usage. ``selection`` is the selection
+    stage's own frame behind it (``q``-indexed, serialized fragments; internal: its columns may
+    change between versions).
     """
 
     query_ids: list[str]
     packages: list[str]
-    decisions: pl.DataFrame
     summaries: pl.DataFrame
+    selection: pl.DataFrame = field(repr=False)
+
+    @cached_property
+    def decisions(self) -> pl.DataFrame:
+        """One row per fused candidate with every decision made (:func:`decision_frame`)."""
+        return decision_frame(self)
 
 
 def assemble_records(
@@ -100,7 +109,7 @@ def assemble_records(
     return BatchResult(
         query_ids=[record.query_id for record in records],
         packages=packages,
-        decisions=selection.decisions,
+        selection=selection.decisions,
         summaries=_summaries(records, selection.items_used, selection.bytes_used, selection.tokens_used, omitted),
     )
 
@@ -187,3 +196,134 @@ def assemble(
     4
     """
     return assemble_batch([record], overrides=overrides, policy=policy).packages[0]
+
+
+# --- the public decisions frame ---------------------------------------------------------------------
+
+_SEP = "\x00"
+_LANE_RANKS = pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64}))
+
+
+def _query_limits(result: BatchResult) -> pl.DataFrame:
+    """Per ``q``: the resolved limits and the tier width, as each package reports them."""
+    plans = [json.loads(text) for text in result.packages]
+    return pl.DataFrame(
+        {
+            "q": range(len(plans)),
+            "max_items": [p["budget"]["limits"]["max_items"] for p in plans],
+            "max_bytes": [p["budget"]["limits"]["max_bytes"] for p in plans],
+            "max_tokens": [p["budget"]["limits"]["max_tokens"] for p in plans],
+            "tier_width": [p["plan"]["selection"]["diversity_tier_width"] for p in plans],
+        },
+        schema={
+            "q": pl.UInt32,
+            "max_items": pl.Int64,
+            "max_bytes": pl.Int64,
+            "max_tokens": pl.Int64,
+            "tier_width": pl.Int64,
+        },
+    )
+
+
+def _walk_columns(frame: pl.DataFrame) -> pl.DataFrame:
+    """Items admitted so far (per unit, like ``bytes_after``), package and omission positions."""
+    walked = frame.filter(pl.col("walk_step").is_not_null()).sort("q", "walk_step")
+    walked = walked.with_columns(
+        items_after=pl.col("admitted").cast(pl.Int64).cum_sum().over("q"),
+        package_position=pl.when("admitted").then(pl.col("admitted").cast(pl.Int64).cum_sum().over("q") - 1),
+    ).with_columns(items_after=pl.col("items_after").max().over("q", "unit"))
+    # The package lists omissions as the pipeline does: dropped before the walk in fused order, then the walk's.
+    omitted = (
+        frame.filter(~pl.col("admitted"))
+        .sort("q", pl.col("walk_step").is_not_null(), "walk_step", "fused_rank", nulls_last=False)
+        .with_columns(omitted_position=pl.int_range(pl.len(), dtype=pl.Int64).over("q"))
+    )
+    return frame.join(
+        walked.select("q", "fused_rank", "items_after", "package_position"), on=["q", "fused_rank"], how="left"
+    ).join(omitted.select("q", "fused_rank", "omitted_position"), on=["q", "fused_rank"], how="left")
+
+
+def decision_frame(result: BatchResult) -> pl.DataFrame:
+    """One row per fused candidate, sorted by query then fused rank, with every decision made:
+    the public shape of :attr:`BatchResult.decisions` (docs/analysis.md lists the columns).
+    ``duplicate_of`` names the candidate that made this one a near-duplicate (or, under the
+    quality policy, the passage it was folded into)."""
+    decisions = result.selection
+    ids = pl.DataFrame(
+        {"q": range(len(result.query_ids)), "query_id": result.query_ids}, schema_overrides={"q": pl.UInt32}
+    )
+    queries = _query_limits(result)
+    survivors = decisions.select(
+        "q", pl.col("candidate_id").alias("duplicate_of"), pl.col("fused_rank").alias("duplicate_of_rank")
+    )
+    lane_ranks = pl.col("lane_ranks_json").str.json_decode(_LANE_RANKS)
+    frame = (
+        decisions.join(ids, on="q")
+        .join(survivors, on=["q", "duplicate_of"], how="left")
+        .join(queries, on="q")
+        .with_columns(
+            name=pl.col("candidate_id").str.replace_all(_SEP, " | ", literal=True),
+            duplicate_of_name=pl.col("duplicate_of").str.replace_all(_SEP, " | ", literal=True),
+            lead_lane=pl.col("lane"),
+            lead_rank=pl.col("lane_rank"),
+            lanes=lane_ranks.list.eval(pl.element().struct.field("lane")),
+            lane_ranks=lane_ranks.list.eval(pl.element().struct.field("rank")),
+            near_duplicate=pl.col("reason").eq("duplicate_passage").fill_null(False),
+            group=pl.when(pl.col("unit_size") > 1).then("unit"),
+            novel=~pl.col("repeat"),
+            decision=pl.when("admitted").then(pl.lit("admitted")).otherwise(pl.lit("omitted")),
+            # From the measurement, not the text: a never-admissible group member has no item text.
+            item_tokens=((pl.col("item_quarters") + 3) // 4).cast(pl.Int64),
+        )
+        .with_columns(lane_set=pl.col("lanes").list.join("+"), unit_size=pl.col("unit_size").cast(pl.Int64))
+    )
+    frame = _walk_columns(frame)
+    columns: list[str | pl.Expr] = [
+        "query_id",
+        "q",
+        "fused_rank",
+        "candidate_id",
+        "name",
+        "kind",
+        "source",
+        "paragraph",
+        "subject",
+        "label",
+        "weight",
+        "text",
+        "lead_lane",
+        "lead_rank",
+        "lanes",
+        "lane_ranks",
+        "lane_set",
+        "score",
+    ]
+    columns += [
+        "duplicate_of",
+        "duplicate_of_name",
+        "duplicate_of_rank",
+        "near_duplicate",
+        pl.col("position").alias("survivor_position"),
+        "unit",
+        "unit_size",
+        "group",
+        "tier",
+        "tier_width",
+        "novel",
+        "admission_order",
+        "walk_step",
+        "admitted",
+        "decision",
+        "reason",
+        "item_bytes",
+        "item_tokens",
+        "items_after",
+        "bytes_after",
+        "tokens_after",
+        "package_position",
+        "omitted_position",
+        "max_items",
+        "max_bytes",
+        "max_tokens",
+    ]
+    return frame.select(columns).sort("q", "fused_rank")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given, settings
@@ -17,6 +18,11 @@ from tests.oracle.reference import assemble_reference
 from tests.strategies import lane_batches, lane_records
 
 PROPERTY = settings(max_examples=150, deadline=None)
+CONFORMANCE_LINES = (
+    (Path(__file__).resolve().parent.parent / "data" / "conformance" / "lanes.jsonl")
+    .read_text(encoding="utf-8")
+    .splitlines()
+)
 
 
 def fused_count(record: dict[str, Any]) -> int:
@@ -127,3 +133,45 @@ def test_reorders_equal_the_reference(record: dict[str, Any], order: list[int]) 
     permutation = [i for i in order if i < survivors] if order[0] % 2 else order
     result = assemble_batch([record], reorders={record["query_id"]: permutation})
     assert result.packages[0] == assemble_reference(record, reorder=permutation)
+
+
+def test_the_public_decisions_frame_names_queries_and_hides_serialized_internals() -> None:
+    from assembler.analysis import analyze
+
+    records = [json.loads(line) for line in CONFORMANCE_LINES]
+    result = assemble_batch(records, overrides={"max_items": 3})
+    frame = result.decisions
+    assert frame.columns[:3] == ["query_id", "q", "fused_rank"]
+    assert set(frame["query_id"].unique()) == set(result.query_ids)
+    assert not [name for name in frame.columns if name.endswith("_json") or name == "item_quarters"]
+    # The analysis frame is the same shape plus the lane columns, not a second copy.
+    candidates = analyze(records, overrides={"max_items": 3}).candidates
+    assert candidates.drop("lane_entries", "dedup_merged", "contributions").equals(frame)
+
+
+def test_api_overrides_are_refused_as_the_command_line_refuses_them() -> None:
+    import pytest
+
+    from assembler import UsageError
+
+    record = json.loads(CONFORMANCE_LINES[0])
+    for overrides, rule in (
+        ({"max_items": -1}, "must be a non-negative integer, got -1"),
+        ({"max_items": 2.7}, "must be a non-negative integer, got 2.7"),
+        ({"max_itemz": 5}, "unknown budget override 'max_itemz'"),
+    ):
+        with pytest.raises(UsageError, match=rule.replace("(", r"\(")):
+            assemble_batch([record], overrides=overrides)
+
+
+def test_a_policy_is_taken_by_name_or_as_an_object_everywhere(tmp_path: Path) -> None:
+    from assembler import RunOptions, get_policy, run_assembly
+
+    records = [json.loads(line) for line in CONFORMANCE_LINES]
+    by_name = assemble_batch(records, policy="quality").packages
+    assert by_name == assemble_batch(records, policy=get_policy("quality")).packages
+    source = tmp_path / "lanes.jsonl"
+    source.write_text("\n".join(CONFORMANCE_LINES) + "\n", encoding="utf-8")
+    run_assembly(source, tmp_path / "out.jsonl", RunOptions(policy="quality"))  # one path, not a list
+    lines = (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["package"] for line in lines] == [json.loads(text) for text in by_name]

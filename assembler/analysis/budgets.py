@@ -104,7 +104,7 @@ def binding_limits(
     lifts = ("max_bytes", "max_tokens")
     settings = [base] + [{**base, key: LIMIT_CEILINGS[key] or _UNBOUNDED} for key in lifts]
     grid = _assemble_grid(records, settings, policy)
-    admitted = _admitted(grid.decisions, len(settings) * n)
+    admitted = _admitted(grid.selection, len(settings) * n)
     refused = pl.col("omitted_budget_exceeded") + pl.col("omitted_contradiction_group_exceeds_budget")
     frame = (
         query_frame(grid)

@@ -47,9 +47,6 @@ __all__ = [
 Source = str | Path | pl.DataFrame | Iterable[Mapping[str, Any] | LaneRecord]
 """A lane dump: a JSON Lines or Parquet path, a frame of lane-dump rows, parsed objects or records."""
 
-_SEP = "\x00"
-_LANE_RANKS = pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64}))
-
 
 def _stop(_raw: RawRecord, error: RecordError) -> None:
     raise InputError(error)
@@ -105,7 +102,7 @@ def query_frame(result: BatchResult) -> pl.DataFrame:
         },
         schema_overrides={"q": pl.UInt32},
     ).with_columns(pl.exclude("q").cast(pl.Int64))
-    counts = result.decisions.group_by("q").agg(pl.len().cast(pl.Int64).alias("candidates"))
+    counts = result.selection.group_by("q").agg(pl.len().cast(pl.Int64).alias("candidates"))
     return (
         result.summaries.with_columns(q=pl.int_range(pl.len(), dtype=pl.UInt32))
         .join(extra, on="q")
@@ -115,120 +112,24 @@ def query_frame(result: BatchResult) -> pl.DataFrame:
     )
 
 
-def _walk_columns(frame: pl.DataFrame) -> pl.DataFrame:
-    """Items admitted so far (per unit, like ``bytes_after``), package and omission positions."""
-    walked = frame.filter(pl.col("walk_step").is_not_null()).sort("q", "walk_step")
-    walked = walked.with_columns(
-        items_after=pl.col("admitted").cast(pl.Int64).cum_sum().over("q"),
-        package_position=pl.when("admitted").then(pl.col("admitted").cast(pl.Int64).cum_sum().over("q") - 1),
-    ).with_columns(items_after=pl.col("items_after").max().over("q", "unit"))
-    # The package lists omissions as the pipeline does: dropped before the walk in fused order, then the walk's.
-    omitted = (
-        frame.filter(~pl.col("admitted"))
-        .sort("q", pl.col("walk_step").is_not_null(), "walk_step", "fused_rank", nulls_last=False)
-        .with_columns(omitted_position=pl.int_range(pl.len(), dtype=pl.Int64).over("q"))
-    )
-    return frame.join(
-        walked.select("q", "fused_rank", "items_after", "package_position"), on=["q", "fused_rank"], how="left"
-    ).join(omitted.select("q", "fused_rank", "omitted_position"), on=["q", "fused_rank"], how="left")
-
-
 def candidate_frame(result: BatchResult, lanes: pl.DataFrame | None = None) -> pl.DataFrame:
-    """One row per fused candidate, sorted by query then fused rank, with every decision made.
-
-    ``lanes`` (a :func:`lane_frame`) adds ``lane_entries`` (lane entries folded into the candidate
-    by exact dedup), ``dedup_merged`` (``lane_entries - 1``) and ``contributions`` (each lane's RRF
-    term, in the order of ``lanes``). ``duplicate_of`` names the candidate that made this one a
-    near-duplicate (or, under the quality policy, the passage it was folded into).
-    """
-    decisions = result.decisions
-    ids = pl.DataFrame(
-        {"q": range(len(result.query_ids)), "query_id": result.query_ids}, schema_overrides={"q": pl.UInt32}
+    """``result.decisions`` (one row per fused candidate, every decision made), and with ``lanes``
+    (a :func:`lane_frame`) also ``lane_entries`` (lane entries folded into the candidate by exact
+    dedup), ``dedup_merged`` (``lane_entries - 1``) and ``contributions`` (each lane's RRF term, in
+    the order of ``lanes``), placed after ``score``."""
+    frame = result.decisions
+    if lanes is None:
+        return frame
+    per_candidate = (
+        lanes.sort("q", "fused_rank", "lane")
+        .group_by("q", "fused_rank", maintain_order=True)
+        .agg(pl.col("lane_entries").sum(), pl.col("contribution").alias("contributions"))
+        .with_columns(dedup_merged=pl.col("lane_entries") - 1)
     )
-    queries = query_frame(result).select("q", "max_items", "max_bytes", "max_tokens", "tier_width")
-    survivors = decisions.select(
-        "q", pl.col("candidate_id").alias("duplicate_of"), pl.col("fused_rank").alias("duplicate_of_rank")
-    )
-    lane_ranks = pl.col("lane_ranks_json").str.json_decode(_LANE_RANKS)
-    frame = (
-        decisions.join(ids, on="q")
-        .join(survivors, on=["q", "duplicate_of"], how="left")
-        .join(queries, on="q")
-        .with_columns(
-            name=pl.col("candidate_id").str.replace_all(_SEP, " | ", literal=True),
-            duplicate_of_name=pl.col("duplicate_of").str.replace_all(_SEP, " | ", literal=True),
-            lead_lane=pl.col("lane"),
-            lead_rank=pl.col("lane_rank"),
-            lanes=lane_ranks.list.eval(pl.element().struct.field("lane")),
-            lane_ranks=lane_ranks.list.eval(pl.element().struct.field("rank")),
-            near_duplicate=pl.col("reason").eq("duplicate_passage").fill_null(False),
-            group=pl.when(pl.col("unit_size") > 1).then("unit"),
-            novel=~pl.col("repeat"),
-            decision=pl.when("admitted").then(pl.lit("admitted")).otherwise(pl.lit("omitted")),
-            # From the measurement, not the text: a never-admissible group member has no item text.
-            item_tokens=((pl.col("item_quarters") + 3) // 4).cast(pl.Int64),
-        )
-        .with_columns(lane_set=pl.col("lanes").list.join("+"), unit_size=pl.col("unit_size").cast(pl.Int64))
-    )
-    frame = _walk_columns(frame)
-    columns: list[str | pl.Expr] = [
-        "query_id",
-        "q",
-        "fused_rank",
-        "candidate_id",
-        "name",
-        "kind",
-        "source",
-        "paragraph",
-        "subject",
-        "label",
-        "weight",
-        "text",
-        "lead_lane",
-        "lead_rank",
-        "lanes",
-        "lane_ranks",
-        "lane_set",
-        "score",
-    ]
-    if lanes is not None:
-        per_candidate = (
-            lanes.sort("q", "fused_rank", "lane")
-            .group_by("q", "fused_rank", maintain_order=True)
-            .agg(pl.col("lane_entries").sum(), pl.col("contribution").alias("contributions"))
-            .with_columns(dedup_merged=pl.col("lane_entries") - 1)
-        )
-        frame = frame.join(per_candidate, on=["q", "fused_rank"], how="left")
-        columns += ["lane_entries", "dedup_merged", "contributions"]
-    columns += [
-        "duplicate_of",
-        "duplicate_of_name",
-        "duplicate_of_rank",
-        "near_duplicate",
-        pl.col("position").alias("survivor_position"),
-        "unit",
-        "unit_size",
-        "group",
-        "tier",
-        "tier_width",
-        "novel",
-        "admission_order",
-        "walk_step",
-        "admitted",
-        "decision",
-        "reason",
-        "item_bytes",
-        "item_tokens",
-        "items_after",
-        "bytes_after",
-        "tokens_after",
-        "package_position",
-        "omitted_position",
-        "max_items",
-        "max_bytes",
-        "max_tokens",
-    ]
-    return frame.select(columns).sort("q", "fused_rank")
+    columns = frame.columns
+    at = columns.index("score") + 1
+    order = [*columns[:at], "lane_entries", "dedup_merged", "contributions", *columns[at:]]
+    return frame.join(per_candidate, on=["q", "fused_rank"], how="left").select(order)
 
 
 def lane_frame(result: BatchResult, batch: LaneBatch) -> pl.DataFrame:
@@ -257,7 +158,7 @@ def lane_frame(result: BatchResult, batch: LaneBatch) -> pl.DataFrame:
     ids = pl.DataFrame(
         {"q": range(len(result.query_ids)), "query_id": result.query_ids}, schema_overrides={"q": pl.UInt32}
     )
-    outcome = result.decisions.select(
+    outcome = result.selection.select(
         "q", "candidate_id", "fused_rank", "kind", "score", "admitted", "reason", "walk_step"
     )
     return (

@@ -342,8 +342,8 @@ def test_a_batch_of_many_group_sizes_equals_the_reference() -> None:
 )
 def test_a_refused_group_is_measured_exactly_without_its_text(overrides: dict[str, int]) -> None:
     record = grouped_record(30)
-    tight = assemble_batch([record], overrides=overrides).decisions.sort("fused_rank")
-    loose = assemble_batch([record], overrides=GENEROUS_OVERRIDES).decisions.sort("fused_rank")
+    tight = assemble_batch([record], overrides=overrides).selection.sort("fused_rank")
+    loose = assemble_batch([record], overrides=GENEROUS_OVERRIDES).selection.sort("fused_rank")
     members = pl.col("unit_size") == 30
     assert tight.filter(members)["reason"].to_list() == [GROUP_EXCEEDS_BUDGET] * 30
     assert tight.filter(members)["item_json"].null_count() == 30
@@ -389,7 +389,7 @@ def test_large_group_is_not_materialized_quadratically() -> None:
         f"association{SEP}s{SEP}other{SEP}alone",
         f"passage{SEP}ctx{SEP}d.md{SEP}0",
     ]
-    members = result.decisions.filter(pl.col("unit_size") == size)
+    members = result.selection.filter(pl.col("unit_size") == size)
     assert members.height == size
     assert members["item_json"].null_count() == size
     assert members["contradicts_json"].null_count() == size
