@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -38,7 +39,7 @@ def _parse(text: str) -> Any:
 
 
 def _links(path: Path) -> list[tuple[int, str]]:
-    found = []
+    found: list[tuple[int, str]] = []
     in_code = False
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if _FENCE.match(line):
@@ -52,7 +53,7 @@ def _links(path: Path) -> list[tuple[int, str]]:
 
 def _blocks(path: Path) -> list[tuple[int, str, str]]:
     """Fenced blocks of a markdown file: ``(first line number, language, text)``."""
-    blocks = []
+    blocks: list[tuple[int, str, str]] = []
     lines = path.read_text(encoding="utf-8").splitlines()
     start = None
     language = ""
@@ -74,7 +75,7 @@ def _examples(path: Path) -> list[tuple[str, str, str]]:
     blocks = _blocks(path)
     return [
         (f"{path.name}:{shown_line}", dump, shown)
-        for (_, dump_lang, dump), (shown_line, shown_lang, shown) in zip(blocks, blocks[1:], strict=False)
+        for (_, dump_lang, dump), (shown_line, shown_lang, shown) in itertools.pairwise(blocks)
         if dump_lang == "jsonl" and shown_lang == "json"
     ]
 
