@@ -1,6 +1,6 @@
 """Offline evaluation: baseline (fixed-limit passages) versus assembly at equal budget.
 
-Compatible with Taguru's ``evaluate`` (``../shared/spec/evaluate.md``), run over lane dumps instead
+Compatible with Taguru's ``evaluate`` (file formats: ``docs/evaluate.md``), run over lane dumps instead
 of over HTTP. One module per concern: :mod:`~assembler.evaluate.loader` (eval files),
 :mod:`~assembler.evaluate.dump` (lane dumps joined to cases), :mod:`~assembler.evaluate.baseline`
 (truncation with the package accounting), :mod:`~assembler.evaluate.assembly` (package to hit
