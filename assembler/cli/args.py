@@ -50,7 +50,10 @@ def add_budget_flags(
     extra = {} if action is None else {"action": action}
     for key in BUDGET_KEYS:
         flag = "--" + key.replace("_", "-")
-        group.add_argument(flag, type=value_type, metavar="N", dest=key, **extra)  # type: ignore[arg-type]
+        what = key.removeprefix("max_")
+        estimate = " (estimated: one per non-ASCII character, one per 4 ASCII ones)" if what == "tokens" else ""
+        help_text = f"at most N {what} per package{estimate}"
+        group.add_argument(flag, type=value_type, metavar="N", dest=key, help=help_text, **extra)  # type: ignore[arg-type]
 
 
 def budget_overrides(args: argparse.Namespace) -> dict[str, int]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assembler.cli.args import integer_at_least
+from assembler.cli.args import add_budget_flags, integer_at_least
 from assembler.evaluate.artifact import check_writable, write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
 from assembler.evaluate.corpus import Corpus, load_corpus, preflight
@@ -24,7 +24,7 @@ from assembler.evaluate.harness import RunConfig, run_artifact
 from assembler.evaluate.loader import EvalSet, check_limits, load_eval
 from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
-from assembler.selection import get_policy
+from assembler.selection import get_policy, policies
 
 __all__ = ["register"]
 
@@ -215,10 +215,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
-    parser.add_argument("--eval", action=_Once, metavar="EVAL.jsonl", help="eval file (taguru_eval: 1)")
-    parser.add_argument("--lanes", action=_Once, metavar="LANES", help="lane dump (.jsonl or .parquet)")
+    # Required, but checked by _require: argparse's own `required` would also demand them of `compare`.
+    required = parser.add_argument_group("required arguments")
+    required.add_argument("--eval", action=_Once, metavar="EVAL.jsonl", help="eval file (taguru_eval: 1)")
+    required.add_argument("--lanes", action=_Once, metavar="LANES", help="lane dump (.jsonl or .parquet)")
     parser.add_argument(
-        "--policy", action=_Once, metavar="NAME", help="selection policy for assembly (default contract)"
+        "--policy",
+        action=_Once,
+        metavar="NAME",
+        help=f"selection policy for assembly (default contract): {', '.join(sorted(policies()))}",
     )
     parser.add_argument(
         "--sources", action=_Once, metavar="FILE", help="corpus source list: source preflight, sources_count"
@@ -226,17 +231,20 @@ def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     parser.add_argument(
         "--citations", action=_Once, metavar="FILE", help="corpus citations: the citation lane offline (validity)"
     )
-    group = parser.add_argument_group(
-        "budget (equal for both modes)" if not sweep else "fixed limits for every budget of the sweep"
+    add_budget_flags(
+        parser,
+        "budget (equal for both modes)" if not sweep else "fixed limits for every budget of the sweep",
+        value_type=_positive,
+        action=_Once,
     )
-    for name in ("items", "bytes", "tokens"):
-        group.add_argument(f"--max-{name}", action=_Once, type=_positive, metavar="N", dest=f"max_{name}")
 
 
 def register(commands: Any) -> None:
     """Register ``evaluate`` (and its ``compare``/``sweep`` subcommands) on the top-level parser."""
     evaluate = commands.add_parser(
         "evaluate",
+        usage="assembler evaluate --eval EVAL.jsonl --lanes LANES [options]\n"
+        "       assembler evaluate {compare,sweep} ...",
         help="offline evaluation: baseline vs assembly on a labelled eval set",
         description="Score the passage lane (baseline) or the assembled package (--assembly) of every case. "
         "Exit 0 done, 3 threshold violated, 2 bad input, 1 cannot write.",
@@ -260,7 +268,11 @@ def register(commands: Any) -> None:
     compare.add_argument("--out", action=_Once, default="changes.jsonl", help="changes file (default changes.jsonl)")
     compare.set_defaults(run=_guarded(_cmd_compare))
 
-    sweep = sub.add_parser("sweep", help="baseline vs assembly over a list of budgets: table and plot")
+    sweep = sub.add_parser(
+        "sweep",
+        help="baseline vs assembly over a list of budgets: table and plot",
+        usage="assembler evaluate sweep --eval EVAL.jsonl --lanes LANES --budgets SPEC [options]",
+    )
     _run_flags(sweep, sweep=True)
     sweep.add_argument(
         "--budgets",

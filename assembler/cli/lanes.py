@@ -77,5 +77,5 @@ def register(commands: Any) -> None:
     build.add_argument("--community-limit", type=_positive, default=5, help="community hits per query (5)")
     build.add_argument("--cache-dir", type=Path, help="vector cache (default ~/.cache/assembler/vectors)")
     build.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
-    build.add_argument("-q", "--quiet", action="store_true")
+    build.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     build.set_defaults(run=_run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -15,6 +16,7 @@ import pytest
 
 import assembler
 from assembler.cli import main
+from assembler.selection import policies
 
 if TYPE_CHECKING:
     from tests.conftest import JsonlWriter, Line, RecordFactory
@@ -512,3 +514,35 @@ def test_the_progress_total_counts_records_of_every_input(capsys: pytest.Capture
     assert count_records([str(SAMPLE), str(parquet), str(blank_lines)]) == 30 + 30 + 5
     assert count_records(["-"]) is None  # standard input cannot be counted ahead
     assert count_records([str(tmp_path / "missing.jsonl")]) is None  # the run reports it
+
+
+def subparser(path: list[str]) -> argparse.ArgumentParser:
+    from assembler.cli.main import _parser
+
+    parser = _parser()
+    for name in path:
+        choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+        parser = choices[name]
+    return parser
+
+
+COMMANDS = [["assemble"], ["explain"], ["convert"], ["assess"], ["evaluate"], ["evaluate", "sweep"], ["lanes", "build"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_argument_of_a_command_has_help_text(command: list[str]) -> None:
+    actions = [a for a in subparser(command)._actions if not isinstance(a, argparse._SubParsersAction)]
+    assert [a.dest for a in actions if not a.help] == []
+
+
+@pytest.mark.parametrize("command", [["assemble"], ["explain"], ["evaluate"], ["evaluate", "sweep"]], ids=" ".join)
+def test_the_policy_flag_lists_the_policy_names(command: list[str]) -> None:
+    (policy,) = [a for a in subparser(command)._actions if a.dest == "policy"]
+    assert all(name in str(policy.help) for name in policies())
+
+
+def test_evaluate_usage_shows_eval_and_lanes_as_required(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    usage = capsys.readouterr().out.split("\n\n")[0]
+    assert "--eval EVAL.jsonl --lanes LANES" in usage and "[--eval" not in usage
