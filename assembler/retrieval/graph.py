@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from assembler.contract.text import normalize_entry
 from assembler.retrieval.inputs import Fact, Paragraph
-from assembler.retrieval.text import mentions
+from assembler.retrieval.text import mentions, same_name
 
 __all__ = ["MENTION_LABEL", "TripleGraph", "mention_activations"]
 
@@ -154,10 +154,14 @@ def mention_activations(
     cosine of those paragraphs)``; strongest first, ties in discovery order; at most ``limit``.
     The title is the subject so that one entity linked to many titles is not one (subject, label)
     contradiction group; a title that mentions several entities is (they share their citations).
+    A paragraph whose title is the entity itself makes no fact: a title mentioning itself is not
+    evidence of anything.
     """
     found: dict[tuple[str, str], list[tuple[Paragraph, int, float]]] = {}
     for entity in entities:
         for paragraph, similarity in retrieved:
+            if same_name(entity, paragraph.name):
+                continue  # (Aomine Brewery, mentions, Aomine Brewery) says nothing
             count = mentions(entity, paragraph.text)
             if count:
                 found.setdefault((entity, paragraph.name), []).append((paragraph, count, similarity))

@@ -20,7 +20,15 @@ import re
 import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 
-__all__ = ["MentionIndex", "has_cjk", "mentions", "question_entities", "specific_entities", "tokens"]
+__all__ = [
+    "MentionIndex",
+    "has_cjk",
+    "mentions",
+    "question_entities",
+    "same_name",
+    "specific_entities",
+    "tokens",
+]
 
 
 def _words(text: str) -> frozenset[str]:
@@ -152,6 +160,15 @@ def mentions(entity: str, text: str) -> int:
     if has_cjk(needle):
         return haystack.count(needle)
     return len(re.findall(rf"(?<!\w){re.escape(needle)}(?!\w)", haystack))
+
+
+def same_name(a: str, b: str) -> bool:
+    """Equal once folded as :func:`mentions` folds (NFKC, case), surrounding white space aside.
+
+    >>> same_name("Aomine Brewery", " aomine brewery"), same_name("Aomine", "Aomine Brewery")
+    (True, False)
+    """
+    return _fold(a).strip() == _fold(b).strip()
 
 
 class MentionIndex:
