@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.oracle.key_order import ITEM_KEYS, ORDERS, PACKAGE_KEYS
 from tests.oracle.pools import generate_records
 from tests.oracle.reference import (
     assemble_reference,
@@ -25,64 +26,6 @@ CONFORMANCE = Path(__file__).resolve().parent.parent / "data" / "conformance" / 
 FIXTURES = sorted(CONFORMANCE.glob("*.json"))
 assert FIXTURES, f"no conformance fixtures found in {CONFORMANCE}"
 STAMP = re.compile(r',"bytes":(\d+),"estimated_tokens":(\d+)')
-
-# Wire declaration order of every object in the package (§1.3, §9).
-PACKAGE_KEYS = (
-    "items",
-    "citations",
-    "budget",
-    "omitted",
-    "omitted_total",
-    "omitted_by_reason",
-    "plan",
-)
-ITEM_KEYS = (
-    "candidate_id",
-    "kind",
-    "fused_rank",
-    "lane_ranks",
-    "citation_refs",
-    "corroboration",
-    "contradicts",
-    "bytes",
-    "estimated_tokens",
-    "association",
-    "passage",
-    "community",
-)
-ORDERS: dict[str, tuple[str, ...]] = {
-    "budget": ("items_used", "bytes_used", "tokens_used", "limits"),
-    "limits": ("max_items", "max_bytes", "max_tokens"),
-    "plan": ("lanes", "selection", "reranker"),
-    "lanes": ("resolve", "query", "activate", "passages", "communities", "citations"),
-    "selection": ("dedup_dropped", "contradiction_groups", "diversity_tier_width"),
-    "reranker": ("configured", "ran", "model", "reason"),
-    "lane_plan": ("ran", "reason", "floor"),
-    "association": ("subject", "label", "object", "weight", "count", "attributions"),
-    "attribution": ("source", "weight", "count", "paragraph", "section", "locator"),
-    "locator": ("kind", "value"),
-    "passage": ("source", "paragraph", "score", "text", "lanes"),
-    "passage_lanes": ("bm25", "vector"),
-    "lane_evidence": ("rank", "score"),
-    "community": (
-        "community",
-        "score",
-        "text",
-        "paragraph",
-        "level",
-        "parent",
-        "concept_count",
-        "members",
-        "members_truncated",
-    ),
-    "member": ("name", "strength"),
-    "citation_entry": ("source", "paragraph", "citation"),
-    "citation": ("text", "source", "section", "locator"),
-    "omitted": ("candidate_id", "kind", "reason", "duplicate_of"),
-    "lane_rank": ("lane", "rank"),
-    "locator_ref": ("source", "paragraph"),
-    "corroboration": ("sources", "attributions"),
-}
 
 
 def fixture_record(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from assembler import assemble_batch, get_policy
 from assembler.selection.quality import FACT_LAG, STATEMENT_SHARE, head_order
+from tests.oracle.key_order import PACKAGE_KEYS
 from tests.selection.test_selection import act, assoc, cite, passage, record
 from tests.strategies import lane_records
 from tests.test_pipeline import fused_count
@@ -330,12 +331,4 @@ def test_quality_variants_run_on_the_sample_and_keep_the_contract_wire_types(nam
     records = [json.loads(line) for line in lines.splitlines()]
     for text in assemble_batch(records, policy=get_policy(name)).packages:
         package = json.loads(text)
-        assert list(package) == [
-            "items",
-            "citations",
-            "budget",
-            "omitted",
-            "omitted_total",
-            "omitted_by_reason",
-            "plan",
-        ]
+        assert tuple(package) == PACKAGE_KEYS

@@ -29,6 +29,7 @@ from assembler.stages.package import (
     omission_text,
     render_package,
 )
+from tests.oracle.key_order import ITEM_KEYS, PACKAGE_KEYS
 from tests.oracle.reference import measure as reference_measure
 from tests.oracle.reference import to_json
 
@@ -150,18 +151,7 @@ def test_the_item_text_is_the_contract_item_in_wire_key_order(item: dict[str, An
 def test_keys_follow_the_item_declaration_order() -> None:
     [text] = build_items(items_frame([ASSOCIATION]))["item_json"].to_list()
     keys = list(json.loads(text))
-    assert keys == [
-        "candidate_id",
-        "kind",
-        "fused_rank",
-        "lane_ranks",
-        "citation_refs",
-        "corroboration",
-        "contradicts",
-        "bytes",
-        "estimated_tokens",
-        "association",
-    ]
+    assert keys == [key for key in ITEM_KEYS if key not in ("passage", "community")]
     assert list(json.loads(text)["corroboration"]) == ["sources", "attributions"]
 
 
@@ -334,15 +324,7 @@ def test_the_package_text_is_compact_and_in_wire_key_order() -> None:
     text = render_package(outcome)
     assert text == expected
     parsed = json.loads(text)
-    assert list(parsed) == [
-        "items",
-        "citations",
-        "budget",
-        "omitted",
-        "omitted_total",
-        "omitted_by_reason",
-        "plan",
-    ]
+    assert tuple(parsed) == PACKAGE_KEYS
     assert list(parsed["budget"]) == ["items_used", "bytes_used", "tokens_used", "limits"]
     assert list(parsed["budget"]["limits"]) == ["max_items", "max_bytes", "max_tokens"]
     assert list(parsed["plan"]) == ["lanes", "selection", "reranker"]
