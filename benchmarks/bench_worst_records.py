@@ -2,12 +2,15 @@
 
 Shapes (``SHAPES``; each record built deterministically, no data set):
 
-* ``passages``: N distinct English-like passages of about 1,000 characters (a narrow pool:
-  a few hundred distinct bigrams, so past 2,048 passages the bitset kernel's pool limit).
-* ``passages-wide``: N distinct passages of 400 random CJK characters (tens of thousands of
-  distinct bigrams: past the kernel's 4,096-bigram width at any size).
+* ``passages``: N distinct English-like passages of about 1,000 characters. The request asks
+  for ``search_limit`` 200, the contract's ceiling, so the record keeps its first 200 (the
+  passages and communities lanes are cut there): what grows is the parsing.
+* ``passages-long``: 200 distinct English-like passages of N characters each (a narrow pool: a
+  few hundred distinct bigrams, the bitset kernel's case).
+* ``passages-wide``: 200 distinct passages of N random CJK characters each (thousands to
+  millions of distinct bigrams: past the kernel's 4,096-bigram width, the general path).
 * ``near-identical``: N passages of one 600-character text, each with one character changed
-  (every pair a near-duplicate by the contract's rule).
+  (every pair a near-duplicate by the contract's rule; cut to 200 like ``passages``).
 * ``citations``: N graph facts, each citing its own paragraph, N citation entries, and 200
   passages at half of those paragraphs (the citation joins and the quality policy's identity rule).
 * ``activations``: N ``graph_activate`` entries, distinct subjects and labels, no citations.
@@ -44,7 +47,8 @@ from assembler import assemble_batch
 
 SHAPES: dict[str, tuple[int, ...]] = {
     "passages": (200, 5_000, 20_000),
-    "passages-wide": (200, 5_000, 20_000),
+    "passages-long": (2_000, 20_000, 100_000),
+    "passages-wide": (400, 4_000, 20_000),
     "near-identical": (200, 5_000, 20_000),
     "citations": (200, 5_000, 20_000),
     "activations": (200, 5_000, 20_000),
@@ -119,8 +123,10 @@ def worst_record(shape: str, size: int) -> dict[str, Any]:
     citations: list[dict[str, Any]] = []
     if shape == "passages":
         passages = [_passage(f"d{i}.md", 0, _english(rng, 1_000), i + 1) for i in range(size)]
+    elif shape == "passages-long":
+        passages = [_passage(f"d{i}.md", 0, _english(rng, size), i + 1) for i in range(200)]
     elif shape == "passages-wide":
-        passages = [_passage(f"d{i}.md", 0, _cjk(rng, 400), i + 1) for i in range(size)]
+        passages = [_passage(f"d{i}.md", 0, _cjk(rng, size), i + 1) for i in range(200)]
     elif shape == "near-identical":
         base = _english(rng, 600)
         for i in range(size):
@@ -144,7 +150,7 @@ def worst_record(shape: str, size: int) -> dict[str, Any]:
     return {
         "query_id": f"{shape}-{size}",
         "context": "ctx",
-        "request": {"origins": ["s0"], "budget": MAX_BUDGET, "text_fallback_query": "q"},
+        "request": {"origins": ["s0"], "budget": MAX_BUDGET, "search_limit": 200, "text_fallback_query": "q"},
         "lanes": {
             "graph_query": facts,
             "graph_activate": activations,
@@ -164,7 +170,7 @@ def assemble_one(record: dict[str, Any], policy: str) -> dict[str, Any]:
 def check(package: dict[str, Any], record: dict[str, Any]) -> None:
     """Every entry is accounted for: admitted, or omitted (exact dedup aside), within the budget."""
     lanes = record["lanes"]
-    entries = len(lanes["graph_query"]) + len(lanes["graph_activate"]) + len(lanes["passages"])
+    entries = len(lanes["graph_query"]) + len(lanes["graph_activate"]) + min(200, len(lanes["passages"]))
     assert 0 < len(package["items"]) <= MAX_BUDGET["max_items"]
     assert len(package["items"]) + package["omitted_total"] <= entries
 
