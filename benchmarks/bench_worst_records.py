@@ -92,9 +92,7 @@ def _fact(i: int, source: str | None, paragraph: int = 0) -> dict[str, Any]:
     attributions = (
         []
         if source is None
-        else [
-            {"source": source, "weight": 1.0, "count": 1, "paragraph": paragraph, "section": None, "locator": None}
-        ]
+        else [{"source": source, "weight": 1.0, "count": 1, "paragraph": paragraph, "section": None, "locator": None}]
     )
     return {
         "subject": f"s{i}",
