@@ -8,6 +8,7 @@ ever read from an environment variable (``--rerank-key-env NAME``, default
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import os
 import sys
@@ -16,7 +17,15 @@ from typing import TYPE_CHECKING
 
 from assembler.cli.args import integer_at_least
 from assembler.errors import UsageError
-from assembler.rerank.config import ENV_API_KEY, ENV_MODEL, ENV_TIMEOUT, ENV_URL, RerankConfig, parse_timeout_secs
+from assembler.rerank.config import (
+    ENV_API_KEY,
+    ENV_MODEL,
+    ENV_TIMEOUT,
+    ENV_URL,
+    RerankConfig,
+    has_userinfo,
+    parse_timeout_secs,
+)
 
 if TYPE_CHECKING:
     from assembler.rerank.reranker import ProviderReranker
@@ -35,6 +44,24 @@ def _seconds(text: str) -> float:
 
 
 _count = integer_at_least(1, "must be a positive integer")
+_WARNING_PREFIX = "assembler: warning: "
+
+
+class _StderrWarnings(logging.Handler):
+    """The reranker's log warnings as ``assembler: warning: ...`` lines on the current ``sys.stderr``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"{_WARNING_PREFIX}{record.getMessage()}", file=sys.stderr)
+        except Exception:  # a closed stderr must not end the run
+            self.handleError(record)
+
+
+def _show_rerank_warnings() -> None:
+    """Print the ``assembler.rerank`` logger's warnings the command's way (installed once per process)."""
+    logger = logging.getLogger("assembler.rerank")
+    if not any(isinstance(handler, _StderrWarnings) for handler in logger.handlers):
+        logger.addHandler(_StderrWarnings(logging.WARNING))
 
 
 def add_rerank_flags(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +92,7 @@ def add_rerank_flags(parser: argparse.ArgumentParser) -> None:
 def reranker_from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> ProviderReranker | None:
     """The reranker the flags and the environment configure, or None (raise ``UsageError`` if inconsistent)."""
     env = os.environ if environ is None else environ
+    _show_rerank_warnings()
     if args.rerank_key_env is not None and args.rerank_key_env not in env:
         raise UsageError(
             "--rerank-key-env: no environment variable of that name is set "
@@ -81,6 +109,12 @@ def reranker_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         if args.metrics_out is not None:
             raise UsageError(f"--metrics-out needs a reranker (--rerank-url/--rerank-model or {ENV_URL}/{ENV_MODEL})")
         return None
+    if has_userinfo(url):
+        source = "--rerank-url" if args.rerank_url is not None else ENV_URL
+        raise UsageError(
+            f"{source}: must not carry userinfo (user:password@ before the host), which would replace the key; "
+            f"put the key in the variable --rerank-key-env names (default {ENV_API_KEY})"
+        )
     timeout = args.rerank_timeout if args.rerank_timeout is not None else parse_timeout_secs(env.get(ENV_TIMEOUT))
     config = RerankConfig(
         url=url, model=model, api_key=env.get(args.rerank_key_env or ENV_API_KEY), timeout_secs=timeout

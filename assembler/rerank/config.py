@@ -5,15 +5,25 @@ warning and leaves the reranker off); ``TAGURU_RERANK_API_KEY`` is optional (set
 is sent as a bearer token); ``TAGURU_RERANK_TIMEOUT_SECS`` defaults to 5, is parsed as a
 non-negative integer (anything else: 5, with a warning) and floored to 1. Warnings name the
 variable, never its value.
+
+URL safety: a URL with userinfo (``http://user:password@host/``) is refused with a ``UsageError``
+(httpx would send it as Basic credentials in place of the configured key); a non-empty key sent
+over plain ``http://`` to a host that is not loopback (``127.0.0.0/8``, ``::1``, ``localhost``)
+logs one warning per process and host. Neither message repeats the URL, its userinfo or the key.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from assembler.errors import UsageError
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECS",
@@ -22,7 +32,10 @@ __all__ = [
     "ENV_TIMEOUT",
     "ENV_URL",
     "RerankConfig",
+    "has_userinfo",
+    "is_loopback_host",
     "parse_timeout_secs",
+    "plain_http_to_remote_host",
 ]
 
 log = logging.getLogger("assembler.rerank")
@@ -34,6 +47,8 @@ ENV_TIMEOUT = "TAGURU_RERANK_TIMEOUT_SECS"
 DEFAULT_TIMEOUT_SECS = 5
 _U64_MAX = 2**64 - 1
 _UNSIGNED = re.compile(r"\+?[0-9]+")  # Rust's usize::from_str: optional '+', ASCII digits, nothing else
+_warned_plain_http: set[str] = set()  # hosts already warned about (once per process and host)
+_warned_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,13 @@ class RerankConfig:
     def __post_init__(self) -> None:
         if not self.timeout_secs > 0:
             raise ValueError("timeout_secs must be positive")
+        if has_userinfo(self.url):
+            raise UsageError(
+                "url must not carry userinfo (user:password@ before the host): it would replace api_key; "
+                "give the key as api_key"
+            )
+        if self.api_key and plain_http_to_remote_host(self.url):
+            _warn_plain_http_once(urlsplit(self.url).hostname or "")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, *, key_env: str = ENV_API_KEY) -> RerankConfig | None:
@@ -86,3 +108,60 @@ def parse_timeout_secs(text: str | None) -> int:
         log.warning("ignoring %s: not a non-negative integer; using %d", ENV_TIMEOUT, DEFAULT_TIMEOUT_SECS)
         return DEFAULT_TIMEOUT_SECS
     return max(1, int(text))
+
+
+def has_userinfo(url: str) -> bool:
+    """Whether ``url``'s authority carries userinfo (an ``@`` before the host, even an empty one).
+
+    >>> has_userinfo("http://u:p@h/rerank"), has_userinfo("http://@h/"), has_userinfo("http://h/?a=@b")
+    (True, True, False)
+    """
+    try:
+        return "@" in urlsplit(url).netloc
+    except ValueError:  # unparsable (e.g. a bad IPv6 literal): the transport refuses it per attempt
+        return False
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, ``127.0.0.0/8``, ``::1`` (and IPv4-mapped ``::ffff:127.x.y.z``).
+
+    >>> [is_loopback_host(h) for h in ("localhost", "127.3.2.1", "::1", "10.0.0.1", "rerank.example")]
+    [True, True, True, False, False]
+    """
+    host = host.lower().rstrip(".")
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def plain_http_to_remote_host(url: str) -> bool:
+    """Whether ``url`` is plain ``http://`` to a host that is not loopback.
+
+    >>> plain_http_to_remote_host("http://rerank.example/r"), plain_http_to_remote_host("https://rerank.example/r")
+    (True, False)
+    >>> plain_http_to_remote_host("http://127.0.0.1:8080/r"), plain_http_to_remote_host("http://[::1]/r")
+    (False, False)
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return False
+    return parts.scheme == "http" and host is not None and not is_loopback_host(host)
+
+
+def _warn_plain_http_once(host: str) -> None:
+    with _warned_lock:
+        if host in _warned_plain_http:
+            return
+        _warned_plain_http.add(host)
+    log.warning(
+        "the reranker's API key is sent over plain http:// to a host that is not loopback; "
+        "anyone on the path can read it (use https://)"
+    )

@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from assembler.errors import UsageError
 from assembler.rerank.breaker import Admission, CircuitBreaker
 from assembler.rerank.config import RerankConfig
 from assembler.rerank.provider import PROVIDER_ERROR, TIMEOUT, Deadline, RerankFailure
@@ -51,6 +52,8 @@ class HttpProvider:
     """A ``/rerank`` endpoint behind a circuit breaker; one httpx client per event loop run."""
 
     def __init__(self, config: RerankConfig, *, breaker: CircuitBreaker | None = None) -> None:
+        if _httpx_userinfo(config.url):  # RerankConfig refuses it; httpx's own parse is checked too
+            raise UsageError("url must not carry userinfo (user:password@ before the host); give the key as api_key")
         self._config = config
         self._breaker = breaker if breaker is not None else CircuitBreaker()
         self._client: httpx.AsyncClient | None = None
@@ -159,6 +162,14 @@ class HttpProvider:
         if data is None:
             return _NOT_RETRYABLE
         return decode_results(data)
+
+
+def _httpx_userinfo(url: str) -> bool:
+    """Whether httpx reads userinfo in ``url`` (it would send it as Basic credentials)."""
+    try:
+        return bool(httpx.URL(url).userinfo)
+    except (httpx.InvalidURL, TypeError, ValueError):  # refused per attempt, as before
+        return False
 
 
 async def _read_capped(response: httpx.Response) -> bytes | None:

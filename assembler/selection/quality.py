@@ -50,10 +50,10 @@ from assembler.selection.base import Selection, SelectionInputs, admit_units, su
 from assembler.stages.groups import group_contradictions
 from assembler.stages.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
+    PairTest,
     duplicate_positions,
-    pool_matches,
+    pool_walk,
     suppress,
-    survivor_walk,
 )
 from assembler.stages.package import DUPLICATE_PASSAGE
 
@@ -64,19 +64,37 @@ MIN_WORDS = 3
 
 
 def word_matches(normalized: list[str]) -> npt.NDArray[np.bool_]:
-    """Pairs whose word sets also reach the Dice threshold, or where either text is too short."""
-    vocabulary: dict[str, int] = {}
-    sets = [
-        np.unique(np.array([vocabulary.setdefault(w, len(vocabulary)) for w in text.split()], dtype=np.uint64))
-        for text in normalized
-    ]
-    wordy = np.array([s.size >= MIN_WORDS for s in sets])
-    sizes = np.array([s.size for s in sets], dtype=np.float64)
-    shared = np.array([[np.intersect1d(a, b, assume_unique=True).size for b in sets] for a in sets], dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        close: npt.NDArray[np.bool_] = 2.0 * shared / (sizes[:, None] + sizes[None, :]) >= NEAR_DUPLICATE_DICE_THRESHOLD
-    short: npt.NDArray[np.bool_] = ~(wordy[:, None] & wordy[None, :])
-    return close | short
+    """Pairs whose word sets also reach the Dice threshold, or where either text is too short.
+
+    The whole ``n x n`` matrix (for tests and analysis); the pipeline asks :func:`word_test`
+    only about the pairs the bigram rule already matches.
+    """
+    test = word_test(normalized)
+    n = len(normalized)
+    return np.array([[test(i, j) for j in range(n)] for i in range(n)], dtype=np.bool_).reshape(n, n)
+
+
+def word_test(normalized: Sequence[str]) -> PairTest:
+    """Rule 4's pair test: ``test(i, j)`` is True when either text has fewer than :data:`MIN_WORDS`
+    distinct words or their word sets' Dice ``2.0 * shared / (|A| + |B|)`` reaches the threshold.
+
+    Word sets are built on first use, so a pool costs what the pairs asked about cost.
+    """
+    sets: dict[int, frozenset[str]] = {}
+
+    def words(index: int) -> frozenset[str]:
+        found = sets.get(index)
+        if found is None:
+            found = sets[index] = frozenset(normalized[index].split())
+        return found
+
+    def test(i: int, j: int) -> bool:
+        a, b = words(i), words(j)
+        if len(a) < MIN_WORDS or len(b) < MIN_WORDS:
+            return True
+        return 2.0 * len(a & b) / (len(a) + len(b)) >= NEAR_DUPLICATE_DICE_THRESHOLD
+
+    return test
 
 
 def word_aware_positions(qs: npt.NDArray[np.int64], texts: Sequence[str]) -> npt.NDArray[np.int64]:
@@ -87,8 +105,7 @@ def word_aware_positions(qs: npt.NDArray[np.int64], texts: Sequence[str]) -> npt
         if end - start < 2:
             continue
         normalized = [normalize_entry(text) for text in texts[int(start) : int(end)]]
-        matches = pool_matches(normalized) & word_matches(normalized)
-        walk = survivor_walk(matches)
+        walk = pool_walk(normalized, word_test(normalized))
         targets[start:end] = np.where(walk < 0, -1, walk + start)
     return targets
 
@@ -208,8 +225,10 @@ def head_order(
         passages = [position for position, (is_fact, _) in enumerate(order) if not is_fact]
         ahead = max(0, fact + 1 + lag)  # passages before the fact; a negative lag can put it first
         if ahead >= len(passages):
-            waiting.append(fact)
-            continue
+            # ``ahead`` only grows and no placement adds a passage to the head: every later fact
+            # waits too (so the loop runs at most about ``head`` times, however many facts).
+            waiting.extend(range(fact, len(fact_sources)))
+            break
         last_fact = max((position for position, place in enumerate(order) if place[0]), default=-1)
         at = max(passages[ahead - 1] + 1 if ahead else 0, last_fact + 1)  # facts in the head keep their order
         trial = [*order[:at], (True, fact), *order[at:]]

@@ -21,9 +21,12 @@ from assembler.contract.text import normalize_entry
 
 __all__ = [
     "NEAR_DUPLICATE_DICE_THRESHOLD",
+    "PairTest",
     "bigram_codes",
+    "blocked_walk",
     "dice_matches",
     "pool_matches",
+    "pool_walk",
     "suppress",
     "survivor_walk",
 ]
@@ -266,28 +269,168 @@ def pool_matches(normalized: Sequence[str]) -> npt.NDArray[np.bool_]:
 
     No per-text set: every text's bigrams (repeats included) go to the bitset kernel, which
     keeps sets. Falls back to :func:`dice_matches` over :func:`bigram_codes` where the kernel does
-    not apply (a pool too large or too varied for bitsets).
+    not apply (a pool too large or too varied for bitsets); that fallback holds ``n x n``
+    matrices, so the pipeline walks such pools with :func:`blocked_walk` instead (:func:`pool_walk`).
     """
+    verdicts = _pool_bitset_matches(normalized)
+    if verdicts is not None:
+        return verdicts
+    return dice_matches([bigram_codes(text) for text in normalized])
+
+
+def _pool_bitset_matches(normalized: Sequence[str]) -> npt.NDArray[np.bool_] | None:
+    """The bitset kernel's verdict matrix of one pool, or None where it does not apply."""
     n = len(normalized)
     lengths = np.fromiter(map(len, normalized), dtype=np.int64, count=n)
     counts = np.maximum(lengths - 1, 0) + (lengths == 1)  # a one-code-point text: one pair with itself
-    if 0 < n <= _BITSET_MAX_PASSAGES and counts.max() <= _BITSET_MAX_SET:
-        total = int(lengths.sum())
-        points = _scratch(11, total, np.uint64)  # reused buffers: fresh pages cost as much as the work
-        points[:] = np.frombuffer("".join(normalized).encode("utf-32-le"), dtype=np.uint32)
-        pairs = np.left_shift(points, np.uint64(21), out=_scratch(12, total, np.uint64))
-        pairs[:-1] |= points[1:]
-        starts = np.cumsum(lengths) - lengths
-        single = starts[lengths == 1]
-        pairs[single] = (points[single] << np.uint64(21)) | points[single]
-        keep = _scratch(13, total, np.bool_)
-        keep.fill(True)
-        keep[(starts + lengths - 1)[lengths > 1]] = False  # a text's last code point starts no pair
-        codes = np.compress(keep, pairs, out=_scratch(14, int(counts.sum()), np.uint64))
-        verdicts = _bitset_matches(codes, counts)
-        if verdicts is not None:
-            return verdicts
-    return dice_matches([bigram_codes(text) for text in normalized])
+    if not (0 < n <= _BITSET_MAX_PASSAGES and counts.max() <= _BITSET_MAX_SET):
+        return None
+    total = int(lengths.sum())
+    points = _scratch(11, total, np.uint64)  # reused buffers: fresh pages cost as much as the work
+    points[:] = np.frombuffer("".join(normalized).encode("utf-32-le"), dtype=np.uint32)
+    pairs = np.left_shift(points, np.uint64(21), out=_scratch(12, total, np.uint64))
+    pairs[:-1] |= points[1:]
+    starts = np.cumsum(lengths) - lengths
+    single = starts[lengths == 1]
+    pairs[single] = (points[single] << np.uint64(21)) | points[single]
+    keep = _scratch(13, total, np.bool_)
+    keep.fill(True)
+    keep[(starts + lengths - 1)[lengths > 1]] = False  # a text's last code point starts no pair
+    codes = np.compress(keep, pairs, out=_scratch(14, int(counts.sum()), np.uint64))
+    return _bitset_matches(codes, counts)
+
+
+PairTest = Callable[[int, int], bool]
+"""A policy's extra condition on a pair of positions of one pool ``(later, earlier)``: a pair
+is a near-duplicate only if the contract's rule holds *and* this returns True."""
+
+
+def pool_walk(normalized: Sequence[str], also: PairTest | None = None) -> npt.NDArray[np.int64]:
+    """:func:`survivor_walk` of one pool: the bitset kernel's matrix where it applies (at most
+    2,048 passages, 4,096 distinct bigrams), else :func:`blocked_walk` (no ``n x n`` matrix)."""
+    matches = _pool_bitset_matches(normalized) if len(normalized) <= _BITSET_MAX_PASSAGES else None
+    if matches is not None:
+        return survivor_walk(matches, also)
+    return blocked_walk(normalized, also)
+
+
+# Memory bounds of :func:`blocked_walk`: the dense incidence matrix (float32, passages x the
+# most frequent bigrams), each block's count matrix (float64, block rows x candidates), and each
+# piece of co-occurrence pairs of the rarer bigrams.
+_WALK_DENSE_BYTES = 1 << 26
+_WALK_BLOCK_BYTES = 1 << 25
+_WALK_PAIRS = 1 << 21
+
+
+def blocked_walk(normalized: Sequence[str], also: PairTest | None = None) -> npt.NDArray[np.int64]:
+    """The contract's survivor walk of one pool in blocks of passages, memory bounded.
+
+    The same verdicts as :func:`survivor_walk` over :func:`dice_matches` (exact shared counts,
+    the contract's float expression), without any ``n x n`` matrix: passages are taken in blocks
+    of rows, and a block's rows are compared only with the passages kept before the block and
+    with each other (a dropped passage never decides a later one), then walked in order. Shared
+    counts: a float32 product of the incidence over the most frequent bigrams (exact: counts stay
+    far below 2**24) plus co-occurrence counting over the rest, in bounded pieces.
+
+    Memory: ``O(n * dense + block * n)`` with both terms capped (about 64 MiB and 32 MiB) plus the
+    pool's bigrams; time ``O(n * kept * dense)`` for the product (quadratic in the passages when
+    most are kept, linear when most are duplicates) plus the rarer bigrams' co-occurrences.
+    """
+    n = len(normalized)
+    duplicate_of = np.full(n, -1, dtype=np.int64)
+    if n < 2:
+        return duplicate_of
+    rows, codes = batch_bigram_codes(normalized)
+    sizes = np.bincount(rows, minlength=n).astype(np.float64)
+    _, columns, frequency = np.unique(codes, return_inverse=True, return_counts=True)
+    del codes
+    # Dense columns: bigrams in at least _DENSE_DF passages, the most frequent first, as many as fit.
+    dense_columns = np.flatnonzero(frequency >= _DENSE_DF)
+    most = max(1, _WALK_DENSE_BYTES // (4 * n))
+    if dense_columns.size > most:
+        dense_columns = dense_columns[np.argsort(-frequency[dense_columns], kind="stable")[:most]]
+    dense_index = np.full(frequency.size, -1, dtype=np.int64)
+    dense_index[dense_columns] = np.arange(dense_columns.size)
+    entry_dense = dense_index[columns]
+    is_dense = entry_dense >= 0
+    incidence = np.zeros((n, max(1, dense_columns.size)), dtype=np.float32)
+    incidence[rows[is_dense], entry_dense[is_dense]] = 1.0
+    # The rarer bigrams: entries by row (``rows`` is sorted) and, per column, the rows holding it.
+    sparse_rows, sparse_columns = rows[~is_dense], columns[~is_dense]
+    del rows, columns, entry_dense, is_dense
+    by_column = np.argsort(sparse_columns, kind="stable")
+    column_rows = sparse_rows[by_column]
+    column_start = np.r_[0, np.cumsum(np.bincount(sparse_columns, minlength=frequency.size))]
+    row_start = np.r_[0, np.cumsum(np.bincount(sparse_rows, minlength=n))]
+    del by_column
+    kept = np.zeros(n, dtype=np.bool_)
+    position = np.full(n, -1, dtype=np.int64)
+    block = max(1, min(n, _WALK_BLOCK_BYTES // (8 * n)))
+    for lo in range(0, n, block):
+        hi = min(n, lo + block)
+        earlier = np.flatnonzero(kept[:lo])
+        candidates = np.concatenate((earlier, np.arange(lo, hi)))
+        width = candidates.size
+        position[candidates] = np.arange(width)
+        if 2 * width < hi:  # few kept: gather them
+            shared = (incidence[lo:hi] @ incidence[candidates].T).astype(np.float64)
+        else:  # most kept: one product over every passage so far, then the kept columns
+            shared = (incidence[lo:hi] @ incidence[:hi].T).take(candidates, axis=1).astype(np.float64)
+        _add_rare_counts(shared, lo, hi, position, sparse_rows, sparse_columns, row_start, column_rows, column_start)
+        position[candidates] = -1
+        denom = sizes[lo:hi, None] + sizes.take(candidates)[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            matches = (2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
+        del shared, denom
+        before = earlier.size
+        for i in range(lo, hi):
+            hits = candidates.take(np.flatnonzero(matches[i - lo, : before + i - lo]))
+            hits = hits[kept.take(hits)]
+            found = -1
+            for j in hits.tolist() if also is not None else hits[:1].tolist():
+                if also is None or also(i, j):
+                    found = j
+                    break
+            if found < 0:
+                kept[i] = True
+            else:
+                duplicate_of[i] = found
+    return duplicate_of
+
+
+def _add_rare_counts(
+    shared: npt.NDArray[np.float64],
+    lo: int,
+    hi: int,
+    position: npt.NDArray[np.int64],
+    sparse_rows: npt.NDArray[np.int64],
+    sparse_columns: npt.NDArray[np.int64],
+    row_start: npt.NDArray[np.int64],
+    column_rows: npt.NDArray[np.int64],
+    column_start: npt.NDArray[np.int64],
+) -> None:
+    """Add to ``shared`` (rows ``lo:hi`` x candidates) the co-occurrences over the rarer bigrams,
+    at most ``_WALK_PAIRS`` pairs at a time (a bigram row's partners are its column's rows)."""
+    width = shared.shape[1]
+    entries = np.arange(int(row_start[lo]), int(row_start[hi]))
+    if entries.size == 0:
+        return
+    partners = column_start.take(sparse_columns.take(entries) + 1) - column_start.take(sparse_columns.take(entries))
+    ends = np.cumsum(partners)
+    flat = shared.reshape(-1)
+    first = 0
+    while first < entries.size:
+        base = int(ends[first - 1]) if first else 0
+        last = max(first + 1, int(np.searchsorted(ends, base + _WALK_PAIRS, side="right")))
+        piece, counts = entries[first:last], partners[first:last]
+        total = int(counts.sum())
+        starts = np.repeat(column_start.take(sparse_columns.take(piece)), counts)
+        offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        right = position.take(column_rows.take(starts + offsets))
+        left = np.repeat(sparse_rows.take(piece) - lo, counts)
+        inside = right >= 0
+        flat += np.bincount(left[inside] * width + right[inside], minlength=flat.size)
+        first = last
 
 
 def _pairs_within_groups(
@@ -332,31 +475,36 @@ def _shared_counts(
     return shared
 
 
-def survivor_walk(matches: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """For passages in fused order: ``-1`` if kept, else the index of the first kept match."""
+def survivor_walk(matches: npt.NDArray[np.bool_], also: PairTest | None = None) -> npt.NDArray[np.int64]:
+    """For passages in fused order: ``-1`` if kept, else the index of the first kept match.
+
+    ``also`` (a policy's extra condition) is asked only about pairs the matrix already matches,
+    a later passage against the passages kept before it, in order, until one holds.
+    """
     n = matches.shape[0]
     # Strictly lower triangle (earlier passages only), row by row.
     pairs = np.flatnonzero(np.logical_and(matches, _upper_triangle(n).T))
     if pairs.size > 4 * n:
-        return _survivor_walk_rows(matches)
+        return _survivor_walk_rows(matches, also)
     later, earlier = np.divmod(pairs, n)
     # Matching pairs in row order: each passage's earlier matches come after every pair of the
     # passages before it, whose fate is therefore settled.
     duplicate_of = [-1] * n
     for i, j in zip(later.tolist(), earlier.tolist(), strict=True):
-        if duplicate_of[i] < 0 and duplicate_of[j] < 0:
+        if duplicate_of[i] < 0 and duplicate_of[j] < 0 and (also is None or also(i, j)):
             duplicate_of[i] = j
     return np.array(duplicate_of, dtype=np.int64)
 
 
-def _survivor_walk_rows(matches: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+def _survivor_walk_rows(matches: npt.NDArray[np.bool_], also: PairTest | None = None) -> npt.NDArray[np.int64]:
     n = matches.shape[0]
     duplicate_of = np.full(n, -1, dtype=np.int64)
     kept = np.zeros(n, dtype=np.bool_)
     for i in range(n):
         hits = np.flatnonzero(matches[i, :i] & kept[:i])
-        if hits.size:
-            duplicate_of[i] = hits[0]
+        found = next((j for j in hits.tolist() if also(i, j)), -1) if also is not None else hits[0] if hits.size else -1
+        if found >= 0:
+            duplicate_of[i] = found
         else:
             kept[i] = True
     return duplicate_of
@@ -472,7 +620,7 @@ def duplicate_positions(
         # A large pool on its own: its bigrams need no sort (pool_matches).
         for start, length in zip(b_starts[b_lengths > _SMALL_POOL], b_lengths[b_lengths > _SMALL_POOL], strict=True):
             local = int(start - lo)
-            walk = survivor_walk(pool_matches(normalized[local : local + length]))
+            walk = pool_walk(normalized[local : local + length])
             result[start : start + length] = np.where(walk < 0, -1, walk + start)
     return result
 

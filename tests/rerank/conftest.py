@@ -22,6 +22,16 @@ def stub() -> Iterator[StubServer]:
 
 
 @pytest.fixture(autouse=True)
+def _plain_http_warned_afresh() -> Iterator[None]:
+    """Each test sees the once-per-host plain-http warning afresh."""
+    from assembler.rerank import config
+
+    config._warned_plain_http.clear()
+    yield
+    config._warned_plain_http.clear()
+
+
+@pytest.fixture(autouse=True)
 def _no_rerank_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TAGURU_RERANK_URL", "TAGURU_RERANK_MODEL", "TAGURU_RERANK_API_KEY", "TAGURU_RERANK_TIMEOUT_SECS"):
         monkeypatch.delenv(name, raising=False)

@@ -248,3 +248,89 @@ def test_survivor_walk_paths_agree(n: int, seed: int, density: float) -> None:
     """Few earlier matches take the pair list, many the row loop: both are the contract's walk."""
     matches = np.random.default_rng(seed).random((n, n)) < density
     assert survivor_walk(matches).tolist() == neardup._survivor_walk_rows(matches).tolist()
+
+
+BLOCK_CAPS = [(1 << 26, 1 << 25, 1 << 21), (64, 96, 5), (1, 1, 1)]  # (dense, block, pair-piece) bounds
+
+
+@settings(max_examples=150)
+@given(st.lists(TEXT, min_size=1, max_size=24), st.sampled_from(BLOCK_CAPS))
+def test_blocked_walk_equals_the_plain_walk_at_any_block_size(texts: list[str], caps: tuple[int, int, int]) -> None:
+    """Blocks of one row, a dense part of one bigram and pair pieces of one pair still give the contract's walk."""
+    saved = neardup._WALK_DENSE_BYTES, neardup._WALK_BLOCK_BYTES, neardup._WALK_PAIRS
+    neardup._WALK_DENSE_BYTES, neardup._WALK_BLOCK_BYTES, neardup._WALK_PAIRS = caps
+    try:
+        assert neardup.blocked_walk([normalize_entry(t) for t in texts]).tolist() == plain_walk(texts)
+    finally:
+        neardup._WALK_DENSE_BYTES, neardup._WALK_BLOCK_BYTES, neardup._WALK_PAIRS = saved
+
+
+def near_identical_pool(n: int, seed: int) -> list[str]:
+    """``n`` texts from 40 base texts, most with one character changed: many duplicates, many kept."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghij klmnopqrstuvwxyz"))
+    bases = ["".join(rng.choice(letters, size=int(rng.integers(20, 80)))) for _ in range(40)]
+    texts = []
+    for _ in range(n):
+        text = bases[int(rng.integers(40))]
+        at = int(rng.integers(len(text)))
+        texts.append(text[:at] + str(rng.choice(letters)) + text[at + 1 :])
+    return texts
+
+
+def test_a_pool_past_the_kernel_limit_is_walked_in_blocks_with_the_same_verdicts() -> None:
+    """2,100 passages (past the bitset kernel's 2,048): pool_walk takes blocked_walk, equal to the matrix walk."""
+    texts = [normalize_entry(t) for t in near_identical_pool(2_100, 7)]
+    expected = survivor_walk(dice_matches([bigram_codes(t) for t in texts], method="sparse"))
+    assert neardup._pool_bitset_matches(texts) is None
+    walk = neardup.pool_walk(texts)
+    assert walk.tolist() == expected.tolist()
+    assert 0 < int((walk >= 0).sum()) < len(texts)  # both verdicts occur
+
+
+def test_a_wide_pool_is_walked_in_blocks_with_the_same_verdicts() -> None:
+    """Past 4,096 distinct bigrams (random CJK): the general path, equal to the plain walk."""
+    rng = np.random.default_rng(3)
+    texts = ["".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 3000, size=120)) for _ in range(60)]
+    texts += [text[:-1] + "x" for text in texts[:20]]  # near-duplicates of the first twenty
+    assert neardup._pool_bitset_matches([normalize_entry(t) for t in texts]) is None
+    assert neardup.pool_walk([normalize_entry(t) for t in texts]).tolist() == plain_walk(texts)
+
+
+@settings(max_examples=150)
+@given(st.lists(TEXT, min_size=1, max_size=16), st.integers(0, 2**32 - 1), st.booleans())
+def test_a_pair_test_refines_the_walk_and_is_asked_only_about_matching_pairs_against_kept_passages(
+    texts: list[str], seed: int, blocked: bool
+) -> None:
+    """``also``: a pair is a duplicate only if the rule and the test hold; never asked about a dropped passage."""
+    rng = np.random.default_rng(seed)
+    allowed = rng.random((len(texts), len(texts))) < 0.5
+    asked: list[tuple[int, int]] = []
+
+    def also(i: int, j: int) -> bool:
+        asked.append((i, j))
+        return bool(allowed[i, j])
+
+    normalized = [normalize_entry(t) for t in texts]
+    walk = (neardup.blocked_walk(normalized, also) if blocked else neardup.pool_walk(normalized, also)).tolist()
+    kept: list[int] = []
+    expected = []
+    for i, text in enumerate(texts):
+        match = next((j for j in kept if plain_match(texts[j], text) and allowed[i, j]), None)
+        expected.append(-1 if match is None else match)
+        if match is None:
+            kept.append(i)
+    assert walk == expected
+    assert all(j < i and walk[j] < 0 and plain_match(texts[i], texts[j]) for i, j in asked)
+
+
+@settings(max_examples=100)
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([0.0, 0.1, 0.5, 1.0]))
+def test_survivor_walk_paths_agree_with_a_pair_test(n: int, seed: int, density: float) -> None:
+    rng = np.random.default_rng(seed)
+    matches, allowed = rng.random((n, n)) < density, rng.random((n, n)) < 0.5
+
+    def also(i: int, j: int) -> bool:
+        return bool(allowed[i, j])
+
+    assert survivor_walk(matches, also).tolist() == neardup._survivor_walk_rows(matches, also).tolist()
