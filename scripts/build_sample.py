@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from guard import require_inputs, write_lines  # noqa: E402
+from guard import require_inputs, write_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 ADR = ROOT.parent / "shared" / "taguru-data" / "adr" / "0001"
