@@ -17,6 +17,7 @@ from assembler.run.io import is_parquet, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
 from assembler.run.outputs import RunSummary
+from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus
 from assembler.run.records import iter_records, stop_at_first
 from assembler.selection import get_policy, policies
@@ -80,6 +81,11 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
     output_format: OutputFormat = args.format or ("parquet" if is_parquet(args.output) else "jsonl")
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    inputs = _inputs(args)
+    refuse_same_files(
+        {"input": inputs},
+        {"-o": args.output, "--errors": errors_path(args), "--metrics-out": args.metrics_out},
+    )
     reranker = reranker_from_args(args)
     options = _options(args, output_format, reranker)
     update, close = _progress(not args.quiet)
@@ -88,9 +94,9 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
         if args.engine == "ray":
             from assembler.run.ray import run_ray_assembly  # Ray is an optional extra
 
-            summary = run_ray_assembly(_inputs(args), args.output, options, progress=update, address=args.ray_address)
+            summary = run_ray_assembly(inputs, args.output, options, progress=update, address=args.ray_address)
         else:
-            summary = run_assembly(_inputs(args), args.output, options, progress=update)
+            summary = run_assembly(inputs, args.output, options, progress=update)
     finally:
         close()
     if not args.quiet:
@@ -112,6 +118,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    refuse_same_files({"input": args.inputs}, {"-o": args.output, "--errors": errors_path(args)})
     summary = convert(
         args.inputs, args.output, on_error=args.on_error, errors_path=errors_path(args), chunk_size=args.chunk_size
     )

@@ -235,7 +235,9 @@ def run_pooled(
     pending: deque[tuple[pa.Table, Future[ChunkResult | None]]] = deque()
 
     def submit(table: pa.Table) -> None:
-        pending.append((table, executor.submit(assemble_chunk, table, job)))
+        with _spawning():  # a submit may start a worker
+            future = executor.submit(assemble_chunk, table, job)
+        pending.append((table, future))
 
     def take_oldest() -> None:
         table, future = pending.popleft()
@@ -281,6 +283,23 @@ def _start_worker() -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="assembler-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def _spawning() -> Iterator[None]:
+    """Ignore Ctrl-C (SIGINT) while a worker may be started: an ignored signal stays ignored across
+    ``exec`` and Python then leaves it so, hence a Ctrl-C while a new worker imports the package
+    (before :func:`_start_worker` runs) gives no traceback from it. The window is a fork and exec;
+    a Ctrl-C within it is lost. Only the main thread may change signal handlers: elsewhere,
+    nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
