@@ -39,6 +39,7 @@ __all__ = [
     "RawRecord",
     "input_paths",
     "is_parquet",
+    "parquet_batches",
     "read_raw",
 ]
 
@@ -87,9 +88,9 @@ def read_raw(paths: Sequence[str], *, parquet_batch_rows: int = 4096) -> Iterato
             try:
                 handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
             except OSError as exc:
-                raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+                raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
             with handle:
-                yield from _read_jsonl(handle, path)
+                yield from _read_jsonl(handle, shown(path))
 
 
 def _read_jsonl(stream: IO[bytes], name: str) -> Iterator[RawRecord]:
@@ -142,16 +143,33 @@ def parse_json(text: str) -> Any:
 
 
 def _read_parquet(path: str, batch_rows: int) -> Iterator[RawRecord]:
+    name = shown(path)
     try:
-        parquet = pq.ParquetFile(path)
+        # A name that is not UTF-8 is opened by Python (Arrow cannot encode its surrogates).
+        parquet = pq.ParquetFile(path if name == path else open(path, "rb"))  # noqa: SIM115
     except (OSError, pa.ArrowInvalid) as exc:
-        raise UsageError(f"cannot read {path} as Parquet: {exc}") from None
+        raise UsageError(f"cannot read {name} as Parquet: {exc}") from None
     row = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows):
+    for batch in parquet_batches(path, parquet, batch_size=batch_rows):
         for value in batch.to_pylist():
             row += 1
             clean = drop_nulls(value)
-            yield RawRecord(path, row, clean, row_text(clean))
+            yield RawRecord(name, row, clean, row_text(clean))
+
+
+def parquet_batches(name: str, parquet: pq.ParquetFile, **options: Any) -> Iterator[pa.RecordBatch]:
+    """``parquet.iter_batches(**options)``; a page that cannot be decoded (a corrupt file: "Couldn't
+    deserialize thrift", a bad dictionary index) is bad input: a :class:`UsageError` naming the file."""
+    batches = parquet.iter_batches(**options)
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as exc:
+            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"cannot read {shown(name)} as Parquet (a corrupt page?): {reason}") from None
+        yield batch
 
 
 def row_text(value: Any) -> str:
