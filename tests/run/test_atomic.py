@@ -161,7 +161,7 @@ def test_stale_temporary_files_of_dead_runs_are_removed(tmp_path: Path) -> None:
 def test_a_full_device_is_an_output_error_naming_it() -> None:
     if not DEV_FULL.exists():
         pytest.skip("no /dev/full here")
-    with pytest.raises(OutputError, match="^cannot write /dev/full: No space left on device$") as caught:
+    with pytest.raises(OutputError, match=r"^cannot write /dev/full: No space left on device$") as caught:  # noqa: SIM117
         with AtomicFile(str(DEV_FULL)) as out:
             out.handle.write("x" * 10)
             out.commit()

@@ -29,7 +29,7 @@ def test_dot_slash_and_bare_name_are_the_same_file(tmp_path: Path, monkeypatch: 
 
 def test_a_new_output_under_two_spellings_is_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(UsageError, match="^errors_path new.jsonl is the same file as output ./new.jsonl"):
+    with pytest.raises(UsageError, match=r"^errors_path new\.jsonl is the same file as output \./new\.jsonl"):
         refuse_same_files({}, {"output": "./new.jsonl", "errors_path": "new.jsonl"})
 
 
