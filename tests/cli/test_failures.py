@@ -145,7 +145,8 @@ def test_evaluate_compare_refuses_its_changes_over_an_artifact(
 def test_evaluate_sweep_refuses_a_table_over_an_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     (tmp_path / "sweep").mkdir()
     evalfile = copy(EVAL_DATA / "eval.jsonl", tmp_path / "sweep" / "sweep.json")
-    argv: list[str | Path] = ["evaluate", "sweep", "--eval", evalfile, "--lanes", EVAL_DATA / "lanes.jsonl", "--budgets", "items=2"]
+    argv: list[str | Path] = ["evaluate", "sweep", "--eval", evalfile, "--lanes", EVAL_DATA / "lanes.jsonl"]
+    argv += ["--budgets", "items=2"]
     status, _, err = run_cli(capsys, *argv, "--out-dir", tmp_path / "sweep", "--no-plot")
     assert status == 2
     assert one_error_line(err).startswith(f"assembler: error: --out-dir {evalfile} is the same file as --eval")
