@@ -23,6 +23,7 @@ from assembler.run.io import is_parquet, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
 from assembler.run.outputs import RunSummary
+from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus
 from assembler.run.records import iter_records, stop_at_first
 from assembler.selection import get_policy, policies
@@ -125,9 +126,13 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
     output_format: OutputFormat = args.format or ("parquet" if is_parquet(args.output) else "jsonl")
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    inputs = _inputs(args)
+    refuse_same_files(
+        {"input": inputs},
+        {"-o": args.output, "--errors": errors_path(args), "--metrics-out": args.metrics_out},
+    )
     reranker = reranker_from_args(args)
     options = _options(args, output_format, reranker)
-    inputs = _inputs(args)
     update, close = _progress(not args.quiet, inputs)
     try:
         summary: RunSummary
@@ -179,6 +184,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     output_format = _convert_format(args)
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    refuse_same_files({"input": args.inputs}, {"-o": args.output, "--errors": errors_path(args)})
     summary = convert(
         args.inputs,
         args.output,

@@ -10,11 +10,13 @@ from assembler.assess import fixed_clock
 from assembler.cli.args import add_errors_flags, errors_path
 from assembler.run.assess import run_assess
 from assembler.run.options import DEFAULT_CHUNK_SIZE
+from assembler.run.paths import refuse_same_files
 
 __all__ = ["register"]
 
 
 def _cmd_assess(args: argparse.Namespace) -> int:
+    refuse_same_files({"input": args.inputs}, {"-o": args.output, "--errors": errors_path(args)})
     summary = run_assess(
         args.inputs,
         args.output,

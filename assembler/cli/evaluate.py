@@ -24,6 +24,7 @@ from assembler.evaluate.harness import RunConfig, run_artifact
 from assembler.evaluate.loader import EvalSet, check_limits, load_eval
 from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
+from assembler.run.paths import refuse_same_files
 from assembler.selection import get_policy, policies
 
 __all__ = ["register"]
@@ -130,6 +131,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     policy = args.policy or "contract"
     get_policy(policy)
     check_writable(args.out)
+    refuse_same_files(_input_flags(args, "thresholds"), {"--out": args.out})
     given = _inputs(args)
     warnings = _warnings(given.evalset, given.lanes)
     _stderr([f"{PREFIX}warning: {warning}" for warning in warnings])
@@ -170,8 +172,14 @@ def _print(lines: Sequence[str]) -> None:
         print(line)
 
 
+def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]:
+    """The input files of a run, by flag."""
+    return {f"--{name}": getattr(args, name, None) for name in ("eval", "lanes", "sources", "citations", *extra)}
+
+
 def _cmd_compare(args: argparse.Namespace) -> int:
     check_writable(args.out)
+    refuse_same_files({"BASE": args.base, "HEAD": args.head}, {"--out": args.out})
     comparison = compare_paths(args.base, args.head)
     _stderr([f"{PREFIX}{line}" for line in format_warnings(comparison.warnings)])
     write_lines(args.out, comparison.lines())
@@ -180,7 +188,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from assembler.evaluate.sweep import parse_budgets, run_sweep, write_sweep
+    from assembler.evaluate.sweep import MODES, parse_budgets, run_name, run_sweep, write_sweep
 
     _require(args, "evaluate sweep")
     policy = args.policy or "contract"
@@ -188,6 +196,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.budgets, _overrides(args))
     if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
         raise EvaluateError(f"cannot write under {args.out_dir}: it is not a folder")
+    names = ["sweep.csv", "sweep.json", "sweep.png", "sweep.svg"]
+    names += [run_name(budget, mode) for budget in budgets for mode in MODES]
+    refuse_same_files(_input_flags(args), {"--out-dir": [str(Path(args.out_dir) / name) for name in names]})
     if not args.no_plot:
         from assembler.evaluate.plot import require_matplotlib
 

@@ -11,6 +11,7 @@ from typing import Any
 from assembler.errors import UsageError
 from assembler.retrieval.build import Settings, build_file
 from assembler.retrieval.engines import default_cache_dir
+from assembler.run.paths import refuse_same_files
 
 __all__ = ["register"]
 
@@ -26,6 +27,8 @@ def _run(args: argparse.Namespace) -> int:
         path = getattr(args, name)
         if path is not None and not path.is_file():
             raise UsageError(f"--{name} {path}: no such file")
+    inputs = ("corpus", "eval", "triples", "summaries", "contexts")
+    refuse_same_files({f"--{name}": getattr(args, name) for name in inputs}, {"-o": args.output})
     settings = Settings(
         search_limit=args.search_limit,
         pool_depth=args.pool_depth,

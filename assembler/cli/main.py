@@ -1,20 +1,68 @@
 """The ``assembler`` command: one parser, a module per command group, thin over the Python API.
 
-Exit status (docs/errors.md): 0 success; 2 bad input or usage (one clear line on stderr, never a
-traceback); 3 an evaluation threshold was violated; 1 an output could not be written.
+Exit status (docs/errors.md, README "Failure behaviour"): 0 success; 2 bad input or usage (one
+clear line on stderr, never a traceback); 3 an evaluation threshold was violated; 1 an output could
+not be written (``assembler: error: cannot write OUT: <reason>``) or memory ran out; 130 Ctrl-C
+(SIGINT) and 143 SIGTERM, after the workers are ended and the temporary files removed
+(``assembler: interrupted`` / ``assembler: terminated``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 from assembler import __version__
 from assembler.cli import assemble, assess, evaluate, lanes
 from assembler.errors import AssemblerError
+from assembler.run.paths import shown
 
-__all__ = ["main"]
+__all__ = ["Terminated", "main"]
+
+INTERRUPTED = 128 + signal.SIGINT
+TERMINATED = 128 + signal.SIGTERM
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread: every cleanup that runs on Ctrl-C runs on it too."""
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises :class:`Terminated` while the command runs (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _silence_stdout() -> None:
+    """After standard output failed (a closed pipe, a full disk): point it at /dev/null so that
+    the interpreter's final flush does not fail again with a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _error(message: str) -> None:
+    print(f"assembler: error: {message}", file=sys.stderr)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,12 +80,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``assembler`` command; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        status: int = args.run(args)
+        with _sigterm_as_interrupt():
+            status: int = args.run(args)
+            try:
+                sys.stdout.flush()
+            except BrokenPipeError:
+                raise
+            except OSError as exc:
+                _silence_stdout()
+                _error(f"cannot write standard output: {exc.strerror or exc}")
+                return 1
     except AssemblerError as exc:
-        print(f"assembler: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return exc.exit_status
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except KeyboardInterrupt as exc:
+        terminated = isinstance(exc, Terminated)
+        print(f"assembler: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return TERMINATED if terminated else INTERRUPTED
+    except MemoryError:
+        _error("out of memory")
+        return 1
+    except OSError as exc:  # an environment failure no command turned into a message of its own
+        where = f" {shown(exc.filename)}" if isinstance(exc.filename, str | bytes) else ""
+        _error(f"input/output failure{where}: {exc.strerror or exc}")
+        return 1
     return status
 
 

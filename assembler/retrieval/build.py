@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ from assembler.retrieval.inputs import (
     read_summaries,
 )
 from assembler.retrieval.text import question_entities
+from assembler.run.io import AtomicFile
 
 __all__ = [
     "Settings",
@@ -282,7 +281,7 @@ def build_file(
     cache_dir: Path | None = None,
     progress: bool = False,
 ) -> int:
-    """Build ``output`` (JSON Lines, written to a temporary file and renamed); returns the record count."""
+    """Build ``output`` (JSON Lines, written atomically by ``AtomicFile``); returns the record count."""
     paragraphs = read_corpus(corpus, context)
     cases = read_cases(eval_path)
     facts = read_facts(triples, context) if triples else []
@@ -299,16 +298,10 @@ def build_file(
         progress=progress,
     )
     output.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(dir=output.parent, suffix=".tmp")
     count = 0
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            for line in lines:
-                handle.write(line + "\n")
-                count += 1
-        os.chmod(name, 0o644)
-        os.replace(name, output)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
+    with AtomicFile(output) as out:  # the one atomic-write rule (assembler.run.io)
+        for line in lines:
+            out.handle.write(line + "\n")
+            count += 1
+        out.commit()
     return count

@@ -26,6 +26,7 @@ from assembler.errors import InputError, RecordError, UsageError
 from assembler.run.io import RawRecord, is_parquet, read_raw
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError
 from assembler.run.outputs import run_outputs
+from assembler.run.paths import refuse_same_files
 
 __all__ = ["AssessSummary", "run_assess"]
 
@@ -96,6 +97,8 @@ def run_assess(
     parquet = [path for path in inputs if is_parquet(path)]
     if parquet:
         raise UsageError(f"assess reads run contexts as JSON Lines, not Parquet: {parquet[0]}")
+    errors = errors_path if on_error == "skip" else None
+    refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
     summary = AssessSummary()
     started = time.perf_counter()
     assembled_at = format_timestamp(clock())

@@ -31,7 +31,16 @@ import pyarrow.parquet as pq
 
 from assembler.errors import InputError, RecordError, UsageError
 from assembler.pipeline import BatchResult, assemble_records
-from assembler.run.io import PACKAGE_SCHEMA, RawRecord, is_parquet, jsonl_lines, line_record, row_text
+from assembler.run.io import (
+    PACKAGE_SCHEMA,
+    RawRecord,
+    is_parquet,
+    jsonl_lines,
+    line_record,
+    parquet_batches,
+    row_text,
+)
+from assembler.run.paths import shown
 from assembler.run.records import iter_records
 from assembler.selection import CONTRACT, SelectionPolicy
 from assembler.stages.lanes import drop_nulls
@@ -227,9 +236,9 @@ def file_tables(
         try:
             parquet_file = pq.ParquetFile(stream)
         except (OSError, pa.ArrowInvalid) as exc:
-            raise UsageError(f"cannot read {name} as Parquet: {exc}") from None
+            raise UsageError(f"cannot read {shown(name)} as Parquet: {exc}") from None
         first = first_line
-        for batch in parquet_file.iter_batches(batch_size=rows, row_groups=row_groups):
+        for batch in parquet_batches(name, parquet_file, batch_size=rows, row_groups=row_groups):
             table = pa.Table.from_batches([batch])
             yield _with_source(table, name, range(first, first + table.num_rows))
             first += table.num_rows
@@ -296,6 +305,6 @@ def _file_tables_of(paths: Sequence[str], rows: int, max_bytes: int | None) -> I
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
         except OSError as exc:
-            raise UsageError(f"cannot read {path}: {exc.strerror}") from None
+            raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
         with handle:
-            yield from file_tables(path, handle, parquet=is_parquet(path), rows=rows, max_bytes=max_bytes)
+            yield from file_tables(shown(path), handle, parquet=is_parquet(path), rows=rows, max_bytes=max_bytes)

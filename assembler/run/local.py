@@ -22,6 +22,7 @@ from assembler.run.batch import assemble_table, read_tables, rejected_entries
 from assembler.run.io import LANE_DUMP_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, read_raw
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
+from assembler.run.paths import refuse_same_files
 from assembler.run.pool import ChunkJob, run_pooled, usable_cpus
 from assembler.run.records import iter_records
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
@@ -39,12 +40,15 @@ def run_assembly(
     """Assemble every record of ``inputs`` into ``output`` as ``options`` say; return the run's counts.
 
     With ``on_error="stop"`` the first bad record raises :class:`~assembler.errors.InputError` and
-    no output file is left. ``progress`` is called with the number of packages of each chunk
+    no output file is left; an output that is an input or the other output is refused
+    (:func:`~assembler.run.paths.refuse_same_files`). ``progress`` is called with the number of packages of each chunk
     written. With ``workers`` other than 1 the workers are spawned processes: a script using
     them needs the ``if __name__ == "__main__":`` guard.
     """
     options = options or RunOptions()
     output = os.fspath(output)
+    errors = options.errors_path if options.on_error == "skip" else None
+    refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
     workers = options.workers or (1 if options.reranker is not None else usable_cpus())
     summary = RunSummary()
     started = time.perf_counter()
@@ -137,9 +141,11 @@ def convert(
     summary = RunSummary()
     started = time.perf_counter()
     output = os.fspath(output)
+    errors = errors_path if on_error == "skip" else None
+    refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
     to_parquet = output_format == "parquet" if output_format is not None else is_parquet(output)
     with run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
-        writer = pq.ParquetWriter(out.write_path, LANE_DUMP_SCHEMA) if to_parquet else None
+        writer = pq.ParquetWriter(out.handle, LANE_DUMP_SCHEMA) if to_parquet else None
         try:
             rows: list[dict[str, object]] = []
             for raw, record in iter_records(read_raw(input_paths(inputs)), rejects.reject):

@@ -111,7 +111,7 @@ class PackageSink:
     def __init__(self, out: AtomicFile, parquet: bool, assess: bool = False) -> None:
         self.out = out
         self.assess = assess
-        self.writer = pq.ParquetWriter(out.write_path, PACKAGE_SCHEMA) if parquet else None
+        self.writer = pq.ParquetWriter(out.handle, PACKAGE_SCHEMA) if parquet else None
 
     def write(self, result: BatchResult) -> None:
         if self.writer is None:

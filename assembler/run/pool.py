@@ -235,7 +235,10 @@ def run_pooled(
     pending: deque[tuple[pa.Table, Future[ChunkResult | None]]] = deque()
 
     def submit(table: pa.Table) -> None:
-        pending.append((table, executor.submit(assemble_chunk, table, job)))
+        may_spawn = len(executor._processes or {}) < workers  # a submit starts workers until all run
+        with _spawning(may_spawn):
+            future = executor.submit(assemble_chunk, table, job)
+        pending.append((table, future))
 
     def take_oldest() -> None:
         table, future = pending.popleft()
@@ -284,6 +287,31 @@ def _start_worker() -> None:
 
 
 @contextmanager
+def _spawning(may_spawn: bool) -> Iterator[None]:
+    """While a worker may be started: ignore Ctrl-C (SIGINT), and hold back SIGTERM.
+
+    An ignored signal stays ignored across ``exec`` and Python then leaves it so: a Ctrl-C while a
+    new worker imports the package (before :func:`_start_worker` runs) gives no traceback from it.
+    The window is a fork and exec plus sending the worker its start-up data; a Ctrl-C within it is
+    lost. A SIGTERM within it is delivered at its end: raised in the middle, it would cut the
+    start-up data short (the worker's ``EOFError`` traceback). Only the main thread may change
+    signal handlers: elsewhere, nothing changes; once every worker runs, neither does anything."""
+    if not may_spawn or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+        if held:
+            os.kill(os.getpid(), signal.SIGTERM)  # now, to whatever handles it outside the window
+
+
+@contextmanager
 def _worker_threads(threads: int) -> Iterator[None]:
     """Set :data:`THREAD_VARIABLES` that are unset to ``threads`` (for the spawned workers to
     inherit; this process's pools are sized already); restore them after."""
@@ -301,6 +329,11 @@ def _shut_down(executor: ProcessPoolExecutor, finished: bool) -> None:
     chunks (their results are not wanted: a worker writes nothing), and the queued ones are
     cancelled. Either way the pool's own thread has reaped every worker on return."""
     if not finished:
+        # The queue's feeder thread may be blocked writing a chunk no worker will read: do not
+        # wait for it (Python 3.11's shutdown would, forever, once the workers are terminated).
+        call_queue = getattr(executor, "_call_queue", None)
+        if call_queue is not None:
+            call_queue.cancel_join_thread()
         for process in list((executor._processes or {}).values()):  # no public terminate before 3.14
             process.terminate()
     executor.shutdown(wait=True, cancel_futures=True)

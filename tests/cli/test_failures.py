@@ -1,0 +1,405 @@
+"""Failure behaviour of every command (README "Failure behaviour"): an output that is an input or
+another output is refused, environment failures give one line and the documented exit status,
+Ctrl-C and SIGTERM end the workers and leave no temporary file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from assembler.cli import main
+from assembler.errors import UsageError
+from assembler.run.local import convert, run_assembly
+from assembler.run.options import RunOptions
+
+DATA = Path(__file__).resolve().parent.parent.parent / "data"
+SAMPLE = DATA / "sample" / "lanes.jsonl"
+EVAL_DATA = Path(__file__).resolve().parent.parent / "evaluate" / "data"
+ASSESS_SAMPLE = DATA / "assess" / "sample.jsonl"
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str, str]:
+    status = main([str(arg) for arg in args])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def one_error_line(err: str) -> str:
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("assembler: error: "), err
+    return lines[0]
+
+
+def copy(source: Path, target: Path) -> Path:
+    target.write_bytes(source.read_bytes())
+    return target
+
+
+# --- the same file as an input or as another output: exit 2, nothing touched ------------------------
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_assemble_refuses_to_write_over_its_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, workers: str
+) -> None:
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    status, _, err = run_cli(capsys, "assemble", lanes, "-o", lanes, "--workers", workers, "-q")
+    assert status == 2
+    expected = f"assembler: error: -o {lanes} is the same file as input {lanes}: refusing to overwrite it"
+    assert one_error_line(err) == expected
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("spelling", "flags"),
+    [
+        ("dot-slash", lambda: ["-o", "./in.jsonl"]),
+        ("symlink", lambda: ["-o", "link.jsonl"]),
+        ("hard link", lambda: ["-o", "hard.jsonl"]),
+        ("errors file", lambda: ["-o", "out.jsonl", "--on-error", "skip", "--errors", "in.jsonl"]),
+    ],
+)
+def test_assemble_refuses_an_output_that_is_its_input_under_another_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str, flags: object
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    Path("link.jsonl").symlink_to(lanes)
+    os.link(lanes, "hard.jsonl")
+    status, _, err = run_cli(capsys, "assemble", "in.jsonl", *flags(), "-q")  # type: ignore[operator]
+    assert status == 2, spelling
+    assert "is the same file as input in.jsonl" in one_error_line(err)
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+    assert not Path("out.jsonl").exists()
+
+
+def test_assemble_refuses_an_errors_file_on_the_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text("keep\n")
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", out, "--on-error", "skip", "--errors", out, "-q")
+    assert status == 2
+    expected = f"assembler: error: --errors {out} is the same file as -o {out}: refusing to overwrite it"
+    assert one_error_line(err) == expected
+    assert out.read_text() == "keep\n"
+
+
+def test_assemble_refuses_metrics_on_the_output(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text("keep\n")
+    flags = ["--rerank-url", "http://127.0.0.1:9/rerank", "--rerank-model", "m", "--metrics-out", str(out)]
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", out, *flags, "-q")
+    assert status == 2
+    assert "--metrics-out" in one_error_line(err) and f"-o {out}" in err
+    assert out.read_text() == "keep\n"
+
+
+def test_convert_refuses_to_write_over_its_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    status, _, err = run_cli(capsys, "convert", lanes, "-o", lanes)
+    assert status == 2
+    assert "-o" in one_error_line(err) and "input" in err
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+
+
+def test_assess_refuses_to_write_over_its_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    contexts = copy(ASSESS_SAMPLE, tmp_path / "runs.jsonl")
+    status, _, err = run_cli(capsys, "assess", contexts, "-o", tmp_path / "out.jsonl", "--on-error", "skip",
+                             "--errors", contexts)  # fmt: skip
+    assert status == 2
+    assert "--errors" in one_error_line(err) and "input" in err
+    assert contexts.read_bytes() == ASSESS_SAMPLE.read_bytes()
+
+
+def test_evaluate_refuses_an_artifact_over_an_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    evalfile = copy(EVAL_DATA / "eval.jsonl", tmp_path / "eval.jsonl")
+    status, _, err = run_cli(
+        capsys, "evaluate", "--eval", evalfile, "--lanes", EVAL_DATA / "lanes.jsonl", "--out", evalfile
+    )
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: --out {evalfile} is the same file as --eval {evalfile}")
+    assert evalfile.read_bytes() == (EVAL_DATA / "eval.jsonl").read_bytes()
+
+
+def test_evaluate_compare_refuses_its_changes_over_an_artifact(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    base = tmp_path / "base.json"
+    base.write_text("{}\n")
+    status, _, err = run_cli(capsys, "evaluate", "compare", base, base, "--out", base)
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: --out {base} is the same file as BASE {base}")
+    assert base.read_text() == "{}\n"
+
+
+def test_evaluate_sweep_refuses_a_table_over_an_input(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    (tmp_path / "sweep").mkdir()
+    evalfile = copy(EVAL_DATA / "eval.jsonl", tmp_path / "sweep" / "sweep.json")
+    argv: list[str | Path] = ["evaluate", "sweep", "--eval", evalfile, "--lanes", EVAL_DATA / "lanes.jsonl"]
+    argv += ["--budgets", "items=2"]
+    status, _, err = run_cli(capsys, *argv, "--out-dir", tmp_path / "sweep", "--no-plot")
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: --out-dir {evalfile} is the same file as --eval")
+    assert evalfile.read_bytes() == (EVAL_DATA / "eval.jsonl").read_bytes()
+
+
+def test_lanes_build_refuses_to_write_over_its_corpus(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"source":"s","paragraph":1,"text":"t"}\n')
+    evalfile = copy(EVAL_DATA / "eval.jsonl", tmp_path / "eval.jsonl")
+    status, _, err = run_cli(capsys, "lanes", "build", "--corpus", corpus, "--eval", evalfile, "-o", corpus, "-q")
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: -o {corpus} is the same file as --corpus {corpus}")
+    assert corpus.read_text() == '{"source":"s","paragraph":1,"text":"t"}\n'
+
+
+def test_the_python_api_names_its_arguments(tmp_path: Path) -> None:
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    with pytest.raises(UsageError, match=r"^output .* is the same file as inputs "):
+        run_assembly(lanes, lanes)
+    options = RunOptions(on_error="skip", errors_path=str(lanes))
+    with pytest.raises(UsageError, match=r"^errors_path .* is the same file as inputs "):
+        run_assembly(lanes, tmp_path / "out.jsonl", options)
+    with pytest.raises(UsageError, match=r"^output .* is the same file as inputs "):
+        convert([lanes], lanes)
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+
+
+def test_standard_output_is_never_the_same_file(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run_cli(capsys, "assemble", SAMPLE, "-o", "-", "-q", "--workers", "1")
+    assert status == 0 and out.count("\n") == 30
+
+
+# --- environment failures: one line, documented status -------------------------------------------------
+
+
+def test_a_full_disk_is_exit_1_naming_the_output(capsys: pytest.CaptureFixture[str]) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", "/dev/full", "-q", "--workers", "1")
+    assert status == 1
+    assert one_error_line(err) == "assembler: error: cannot write /dev/full: No space left on device"
+
+
+def test_a_full_disk_on_standard_output_is_exit_1() -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "assembler", "assemble", str(SAMPLE), "-q", "--workers", "1"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=300,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert one_error_line(done.stderr) == "assembler: error: cannot write standard output: No space left on device"
+
+
+def test_a_folder_that_refuses_writes_is_exit_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        folder = Path("/sys")  # root may write anywhere else; sysfs refuses new files with EACCES
+        if not folder.is_dir():
+            pytest.skip("no /sys here")
+    else:
+        folder = tmp_path / "ro"
+        folder.mkdir()
+        folder.chmod(0o555)
+    out = folder / "out.jsonl"
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", out, "-q", "--workers", "1")
+    if status == 0:
+        pytest.skip(f"{folder} accepted a new file here")
+    assert status == 1
+    assert one_error_line(err) == f"assembler: error: cannot write {out}: Permission denied"
+
+
+def test_an_output_in_a_missing_folder_is_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", tmp_path / "nope" / "out.jsonl", "-q")
+    assert status == 2
+    assert "does not exist" in one_error_line(err)
+
+
+def test_running_out_of_memory_is_exit_1_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr("assembler.cli.assemble.run_assembly", exhausted)
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", tmp_path / "out.jsonl", "-q")
+    assert status == 1
+    assert one_error_line(err) == "assembler: error: out of memory"
+
+
+def corrupt_parquet(tmp_path: Path) -> Path:
+    """A valid lane-dump Parquet file whose second row group's first page header is overwritten."""
+    good = tmp_path / "good.parquet"
+    assert main(["convert", str(SAMPLE), "-o", str(good)]) == 0
+    table = pq.read_table(good)
+    pq.write_table(table, good, row_group_size=10, compression="none")
+    column = pq.ParquetFile(good).metadata.row_group(1).column(0)
+    data = bytearray(good.read_bytes())
+    start = column.data_page_offset
+    data[start : start + 16] = b"\xff" * 16
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(bytes(data))
+    return bad
+
+
+@pytest.mark.parametrize("command", ["assemble", "convert"])
+def test_a_corrupt_parquet_page_is_bad_input_naming_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    bad = corrupt_parquet(tmp_path)
+    capsys.readouterr()
+    flags = ["--workers", "1"] if command == "assemble" else []
+    status, _, err = run_cli(capsys, command, bad, "-o", tmp_path / "out.jsonl", *flags)
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: cannot read {bad} as Parquet")
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+@pytest.mark.parametrize("command", [["assemble", "-q", "--workers", "1"], ["convert"]])
+def test_a_non_utf8_file_name_is_shown_escaped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    name = os.fsdecode(bytes(tmp_path) + b"/in\xff.jsonl")
+    Path(name).write_text('{"query_id":"q1"}\n')
+    status, _, err = run_cli(capsys, command[0], name, "-o", tmp_path / "out.jsonl", *command[1:])
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: {tmp_path}/in\\xff.jsonl:1:")
+
+
+def test_a_non_utf8_file_name_goes_into_the_errors_file_as_utf8(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    name = os.fsdecode(bytes(tmp_path) + b"/in\xff.jsonl")
+    Path(name).write_text('{"query_id":"q1"}\n')
+    errors = tmp_path / "errors.jsonl"
+    for command in (["assemble", "-q", "--workers", "1"], ["convert"]):
+        argv: list[str | Path] = [command[0], name, "-o", tmp_path / "out.jsonl", *command[1:], "--on-error", "skip"]
+        argv += ["--errors", errors]
+        status, _, _ = run_cli(capsys, *argv)
+        assert status == 0
+        entry = json.loads(errors.read_bytes().decode("utf-8"))
+        assert entry["file"] == f"{tmp_path}/in\\xff.jsonl"
+
+
+# --- signals: Ctrl-C and SIGTERM, with the process pool -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """3,000 queries (the sample, 100 times with new ids): long enough to be interrupted."""
+    path = tmp_path_factory.mktemp("big") / "in.jsonl"
+    lines = SAMPLE.read_text().splitlines()
+    with path.open("w") as handle:
+        for copy_number in range(100):
+            for line in lines:
+                record = json.loads(line)
+                record["query_id"] = f"{record['query_id']}-{copy_number}"
+                handle.write(json.dumps(record) + "\n")
+    return path
+
+
+def children(pid: int) -> set[int]:
+    """The live child processes of ``pid`` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.add(int(entry.name))
+    return found
+
+
+def running_worker(pid: int) -> bool:
+    """A worker past its start-up: its parent-watch thread runs (Ctrl-C is left to the parent)."""
+    try:
+        return len(list((Path("/proc") / str(pid) / "task").iterdir())) >= 2
+    except OSError:
+        return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def interrupt_run(big_input: Path, tmp_path: Path, send: signal.Signals, *, group: bool) -> tuple[int, str, set[int]]:
+    """Start ``assemble --workers 2``, wait for both workers to run, send ``send`` (to the whole process
+    group, as a terminal's Ctrl-C does, or to the command only); return status, stderr, workers."""
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs /proc")
+    out = tmp_path / "out.jsonl"
+    flags = ["--workers", "2", "--chunk-size", "20", "--on-error", "skip", "-q"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "assembler", "assemble", str(big_input), "-o", str(out), *flags],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        start_new_session=True,
+    )
+    try:
+        workers: set[int] = set()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            workers = children(process.pid)
+            if sum(map(running_worker, workers)) >= 2:  # besides them: multiprocessing's resource tracker
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        assert workers, "no worker started"
+        if group:
+            os.killpg(process.pid, send)
+        else:
+            process.send_signal(send)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return process.returncode, err, workers
+
+
+def assert_cleaned_up(tmp_path: Path, workers: set[int]) -> None:
+    assert list(tmp_path.iterdir()) == [], "a temporary or partial file was left"
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in workers), "a worker outlived the command"
+
+
+def test_ctrl_c_exits_130_with_one_line_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGINT, group=True)
+    assert err == "assembler: interrupted\n"
+    assert status == 130
+    assert_cleaned_up(tmp_path, workers)
+
+
+def test_sigterm_exits_143_with_one_line_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGTERM, group=False)
+    assert err == "assembler: terminated\n"
+    assert status == 143
+    assert_cleaned_up(tmp_path, workers)
