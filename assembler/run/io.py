@@ -169,20 +169,38 @@ def _parse_float(text: str) -> float:
     return value
 
 
-# Everything but brackets outside strings: strings (an unfinished one runs to the end) and other runs.
-_NOT_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[^"\[\]{}]+', re.DOTALL)
-_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_KEEP = b'"[]{}'
+_DELETE = bytes(sorted(set(range(256)) - set(_KEEP)))
+_SQUARE = bytes.maketrans(b"{}", b"[]")
+_STEP = {ord("["): 1, ord("]"): -1}
 
 
 def nesting_depth(text: str) -> int:
     """The deepest nesting of arrays and objects in JSON text (brackets inside strings ignored;
-    valid or not: an unclosed bracket counts as open to the end). One scan, in C loops.
+    valid or not: an unclosed bracket counts as open to the end).
 
-    >>> nesting_depth('{"a":[[1],"]]]"]}'), nesting_depth('[' * 200)
-    (3, 200)
+    Bytes operations in C only: escaped backslashes and quotes go, then everything but brackets
+    and quotes; what remains inside quotes goes; the innermost ``[]`` pairs are removed round
+    after round (one round per level). Text that does not balance is measured bracket by bracket.
+
+    >>> nesting_depth('{"a":[[1],"]]]\\"["]}'), nesting_depth('[' * 200), nesting_depth('[[]')
+    (3, 200, 2)
     """
-    brackets = _NOT_BRACKETS.sub("", text)
-    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+    data = text.encode("utf-8", "surrogatepass")
+    if b"\\" in data:  # escaped backslashes first, then escaped quotes: neither delimits a string
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    data = data.translate(_SQUARE, _DELETE).replace(b'""', b"")  # strings holding no bracket vanish
+    if b'"' in data:
+        data = b"".join(data.split(b'"')[::2])  # what lies outside strings
+    rest = data
+    for depth in range(MAX_DEPTH + 2):
+        if not rest:
+            return depth
+        shorter = rest.replace(b"[]", b"")
+        if len(shorter) == len(rest):
+            break  # brackets that do not balance
+        rest = shorter
+    return max(accumulate(map(_STEP.__getitem__, data), initial=0))
 
 
 def too_deep(text: str) -> bool:
