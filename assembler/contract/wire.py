@@ -387,7 +387,8 @@ def _compile_scalar(kind: Scalar) -> Compiled:
             kind_of = type(value)
             if kind_of is not float and kind_of is not int:
                 raise ShapeError("", f"must be a number, got {_describe(value)}")
-            _finite_or_refuse(value)
+            if value - value or (kind_of is int and value.bit_length() > 1000):  # NaN, infinite, past f64?
+                _finite_or_refuse(value)
             if is_f32:
                 rounded = to_f32(value)
                 return rounded, format_f32(rounded)

@@ -13,7 +13,6 @@ import decimal
 import json
 import math
 import os
-import re
 import sys
 import tempfile
 from collections import Counter

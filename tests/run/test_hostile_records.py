@@ -155,10 +155,6 @@ def record_with(path: Sequence[str | int], value: Any, query_id: str = "bad") ->
     return record
 
 
-def activate_record() -> dict[str, Any]:
-    return json.loads(GOOD_LINES[0])  # graph_activate entries with strength and weights
-
-
 # --- the cases of the issue, each its own test ----------------------------------------------------
 
 
@@ -447,7 +443,7 @@ JSON_VALUES = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=12,
 )
-HOSTILE_VALUES = st.sampled_from(
+HOSTILE_VALUES: st.SearchStrategy[Any] = st.sampled_from(
     [
         None,
         -1,
