@@ -13,10 +13,49 @@ flags (the command line words its own).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["AssemblerError", "InputError", "RecordError", "UsageError"]
+__all__ = ["AssemblerError", "InputError", "RecordError", "UsageError", "shown"]
+
+SHOWN_LIMIT = 80
+"""How many characters of an input key or id a message echoes before ``…(N more)``."""
+
+# C0/C1 controls, DEL, lone surrogates, and the invisible format characters that reorder or hide
+# text on a terminal (zero-width, bidirectional overrides and isolates, line/paragraph separators).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def shown(text: str, limit: int | None = SHOWN_LIMIT) -> str:
+    """Input text made safe to echo in a message: control, invisible and unencodable characters
+    escaped (``\\x1b``, ``\\ud800``), and at most ``limit`` characters of it, then ``…(N more)``.
+
+    A message may name an input key or a record id; the input must neither drive the terminal
+    (an escape sequence) nor make one stderr line as long as a huge key.
+
+    >>> shown("\\x1b[2Jlane"), shown("k" * 100)[-15:]
+    ('\\\\x1b[2Jlane', 'kkkkk…(20 more)')
+    """
+    rest = 0
+    if limit is not None and len(text) > limit:
+        text, rest = text[:limit], len(text) - limit
+    text = _UNSAFE.sub(_escape, text)
+    return f"{text}…({rest} more)" if rest else text
+
+
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate written as ``\\udXXX``: always valid UTF-8 (and JSON) text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 class AssemblerError(Exception):
@@ -35,7 +74,10 @@ class RecordError:
 
     ``line`` is the 1-based line of a JSON Lines file or the 1-based row of a Parquet file.
     ``field`` is the path inside the record (``lanes.passages[3].score``); ``""`` for the record.
-    ``query_id`` is the record's id, shown under :attr:`id_name`.
+    ``query_id`` is the record's id, shown under :attr:`id_name`. A lone surrogate (possible in
+    JSON text, never encodable) is kept as its escape ``\\udXXX`` so that every error can be
+    written as UTF-8; the printed form also escapes control characters and shortens a long id or
+    field (:func:`shown`).
 
     >>> str(RecordError("in.jsonl", 7, "q7", "request.budget.max_items", "must be a non-negative integer"))
     "in.jsonl:7: query_id 'q7' field request.budget.max_items: must be a non-negative integer"
@@ -49,13 +91,19 @@ class RecordError:
     field: str
     rule: str
 
+    def __post_init__(self) -> None:
+        for name in ("file", "query_id", "field", "rule"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, encodable(value))
+
     def __str__(self) -> str:
         details = []
         if self.query_id is not None:
-            details.append(f"{self.id_name} {self.query_id!r}")
+            details.append(f"{self.id_name} '{shown(self.query_id)}'")
         if self.field:
-            details.append(f"field {self.field}")
-        where = " ".join([f"{self.file}:{self.line}:", *details])
+            details.append(f"field {shown(self.field, limit=None)}")
+        where = " ".join([f"{shown(self.file, limit=None)}:{self.line}:", *details])
         return f"{where} {self.rule}" if not details else f"{where}: {self.rule}"
 
     def as_dict(self) -> dict[str, object]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from assembler.contract.jsontext import escape_string, format_f32, format_f64, to_f32
+from assembler.errors import shown
 
 __all__ = [
     "ACTIVATION",
@@ -23,12 +24,18 @@ __all__ = [
     "CITATION",
     "CITATION_ENTRY",
     "COMMUNITY_HIT",
+    "MAX_DEPTH",
+    "OUT_OF_RANGE_RULE",
     "PASSAGE_HIT",
+    "TOO_DEEP_RULE",
     "Field",
     "ListOf",
     "Shape",
     "ShapeError",
     "emit",
+    "key_path",
+    "long_integer_rule",
+    "non_finite_rule",
     "validate",
 ]
 
@@ -65,12 +72,40 @@ _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
+MAX_DEPTH = 128
+"""The server's JSON nesting limit (serde_json's recursion limit): deeper documents are refused."""
+TOO_DEEP_RULE = f"nesting deeper than {MAX_DEPTH} levels"
+OUT_OF_RANGE_RULE = "number out of range (beyond what an f64 holds)"
+
+
+def non_finite_rule(value: float | str) -> str:
+    """The rule for NaN or an infinity (a float, or the JSON token that spelled it): one wording
+    for JSON Lines and Parquet.
+
+    >>> non_finite_rule("NaN"), non_finite_rule(float("-inf"))
+    ('must be a finite number (NaN is not a JSON number)', 'must be a finite number (-Infinity is not a JSON number)')
+    """
+    if isinstance(value, float):
+        value = "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
+    return f"must be a finite number ({value} is not a JSON number)"
+
+
+def long_integer_rule(limit: int) -> str:
+    """The rule for an integer literal longer than Python converts (``sys.get_int_max_str_digits``)."""
+    return f"integer with more than {limit} digits"
+
+
+def key_path(path: str, key: str) -> str:
+    """``path.key`` for a key that came from the input: escaped and shortened (:func:`shown`)."""
+    key = shown(key)
+    return f"{path}.{key}" if path else key
+
 
 class ShapeError(ValueError):
     """A value does not have the declared shape; ``path`` names the field, ``rule`` the problem."""
 
     def __init__(self, path: str, rule: str) -> None:
-        super().__init__(f"{path}: {rule}")
+        super().__init__(f"{path}: {rule}" if path else rule)
         self.path = path
         self.rule = rule
 
@@ -142,7 +177,7 @@ def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
-        return f"the integer {value}"
+        return f"the integer {_int_text(value)}"
     if isinstance(value, float):
         return f"the number {value!r}"
     return _JSON_TYPE.get(type(value), type(value).__name__)
@@ -170,13 +205,19 @@ def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+def _int_text(value: int) -> str:
+    """An integer as a message shows it: its digits, or how many there are when that is many."""
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}…({len(text)} digits)"
+
+
 def check_duplicates(value: dict[str, Any], known: Iterable[str], path: str) -> None:
     """Serde refuses a repeated *known* field (a repeated unknown key is ignored like any other)."""
     if isinstance(value, DuplicateKeys):
         names = set(known)
         for key in value.duplicates:
             if key in names:
-                raise ShapeError(f"{path}.{key}" if path else key, "duplicate field")
+                raise ShapeError(key_path(path, key), "duplicate field")
 
 
 def check_string(value: Any, path: str) -> str:
@@ -193,14 +234,34 @@ def check_uint(value: Any, path: str, maximum: int = _U64_MAX) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ShapeError(path, f"must be a non-negative integer, got {_describe(value)}")
     if value < 0 or value > maximum:
-        raise ShapeError(path, f"must be an integer from 0 to {maximum}, got {value}")
+        raise ShapeError(path, f"must be an integer from 0 to {maximum}, got {_int_text(value)}")
     return value
 
 
+def _finite_or_refuse(value: float) -> None:
+    """Refuse what JSON cannot spell (a Parquet or in-memory value): NaN, an infinity, an integer past f64.
+
+    ``value - value`` is 0 for every finite number and NaN (truthy) for NaN and the infinities.
+    """
+    if type(value) is int:
+        if value.bit_length() > 1000:
+            try:
+                float(value)
+            except OverflowError:
+                raise ShapeError("", OUT_OF_RANGE_RULE) from None
+    elif value - value:
+        raise ShapeError("", non_finite_rule(value))
+
+
 def check_number(value: Any, path: str) -> float:
-    """A JSON number (integer or decimal), as f64."""
+    """A finite JSON number (integer or decimal), as f64; NaN and the infinities are refused,
+    from Parquet as JSON refuses them."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ShapeError(path, f"must be a number, got {_describe(value)}")
+    try:
+        _finite_or_refuse(value)
+    except ShapeError as exc:
+        raise ShapeError(path, exc.rule) from None
     return float(value)
 
 
@@ -326,6 +387,8 @@ def _compile_scalar(kind: Scalar) -> Compiled:
             kind_of = type(value)
             if kind_of is not float and kind_of is not int:
                 raise ShapeError("", f"must be a number, got {_describe(value)}")
+            if value - value or (kind_of is int and value.bit_length() > 1000):  # NaN, infinite, past f64?
+                _finite_or_refuse(value)
             if is_f32:
                 rounded = to_f32(value)
                 return rounded, format_f32(rounded)
@@ -339,7 +402,7 @@ def _compile_scalar(kind: Scalar) -> Compiled:
         if type(value) is not int:
             raise ShapeError("", f"must be a non-negative integer, got {_describe(value)}")
         if value < 0 or value > maximum:
-            raise ShapeError("", f"must be an integer from 0 to {maximum}, got {value}")
+            raise ShapeError("", f"must be an integer from 0 to {maximum}, got {_int_text(value)}")
         return value, str(value)
 
     return integer

@@ -29,21 +29,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from assembler.errors import InputError, RecordError, UsageError
+from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import BatchResult, assemble_records
 from assembler.run.io import (
     PACKAGE_SCHEMA,
     RawRecord,
+    check_unique_columns,
     is_parquet,
     jsonl_lines,
     line_record,
     parquet_batches,
+    parquet_record,
     row_text,
+    table_rows,
 )
 from assembler.run.paths import shown
 from assembler.run.records import iter_records
 from assembler.selection import CONTRACT, SelectionPolicy
-from assembler.stages.lanes import drop_nulls
 
 if TYPE_CHECKING:
     from assembler.stages.reorder import Reranker
@@ -165,10 +167,12 @@ def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawReco
                 continue
             yield index, line_record(file, line, data)
         return
-    values = table.drop_columns([name for name in _SOURCE_COLUMNS if name in table.column_names]).to_pylist()
-    for index, (file, line, value) in enumerate(zip(files, lines, values, strict=True)):
+    record_columns = [name for name in table.column_names if name not in _SOURCE_COLUMNS]
+    check_unique_columns(record_columns, files[0] if n else "<memory>")
+    values = table_rows(table.select(record_columns))
+    for index, (file, line, (value, problem)) in enumerate(zip(files, lines, values, strict=True)):
         # The text is made only if the record is rejected (see _rejected_table).
-        yield index, RawRecord(file, line, drop_nulls(value), "")
+        yield index, parquet_record(file, line, value, problem)
 
 
 def packages_table(result: BatchResult) -> pa.Table:
@@ -180,8 +184,9 @@ def packages_table(result: BatchResult) -> pa.Table:
 
 
 def _shown(raw: RawRecord, text_form: bool) -> str:
-    """A record's text as the errors file shows it (a Parquet row's is made here, when needed)."""
-    return raw.text if text_form else row_text(raw.value)
+    """A record's text as the errors file shows it (a Parquet row's is made here, when needed);
+    always valid UTF-8."""
+    return encodable(raw.text) if text_form else row_text(raw.value)
 
 
 def _rejected_table(rejected: Sequence[tuple[RawRecord, RecordError]], text_form: bool) -> pa.Table:

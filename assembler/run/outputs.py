@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler.assess.packages import assessed_line, assessment_texts
-from assembler.errors import InputError, RecordError, UsageError
+from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import REASONS, BatchResult
 from assembler.run.batch import packages_table, summary_counts
 from assembler.run.io import PACKAGE_SCHEMA, AtomicFile, RawRecord, package_line
@@ -70,11 +70,15 @@ class Rejects:
         self.count = 0
 
     def reject(self, raw: RawRecord, error: RecordError) -> None:
+        """Stop the run with ``error``, or write the record and its reason to the errors file.
+
+        The line is always valid UTF-8 JSON: a lone surrogate is written as its escape text.
+        """
         if self.on_error == "stop":
             raise InputError(error)
         self.count += 1
         assert self.sink is not None
-        entry = {**error.as_dict(), "record": raw.text}
+        entry = {**error.as_dict(), "record": encodable(raw.text)}
         self.sink.handle.write(json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n")
 
 

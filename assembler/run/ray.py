@@ -31,7 +31,15 @@ import pyarrow.parquet as pq
 
 from assembler.errors import RecordError, UsageError
 from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts
-from assembler.run.io import PACKAGE_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, jsonl_lines
+from assembler.run.io import (
+    PACKAGE_SCHEMA,
+    Inputs,
+    RawRecord,
+    check_unique_columns,
+    input_paths,
+    is_parquet,
+    jsonl_lines,
+)
 from assembler.run.options import DEFAULT_CHUNK_SIZE, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, run_outputs
 from assembler.selection import CONTRACT, SelectionPolicy
@@ -123,9 +131,10 @@ def _hidden(parts: tuple[str, ...]) -> bool:
 def _check_parquet(file: InputFile) -> None:
     try:
         with _open(file) as stream:
-            pq.read_metadata(stream)
+            metadata = pq.read_metadata(stream)
     except (OSError, pa.ArrowInvalid) as exc:
         raise UsageError(f"cannot read {file.name} as Parquet: {exc}") from None
+    check_unique_columns(metadata.schema.to_arrow_schema().names, file.name)  # here, not inside a task
 
 
 def _open(file: InputFile) -> IO[bytes]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
-from assembler.errors import InputError, RecordError
-from assembler.run.io import RawRecord
-from assembler.stages.lanes import LaneRecord, parse_record, repeated_query_id
+from assembler.errors import InputError, RecordError, UsageError
+from assembler.run.io import RawRecord, unexpected_error
+from assembler.stages.lanes import LaneRecord, parse_record, record_id, repeated_query_id
 
 __all__ = ["iter_records", "stop_at_first"]
 
@@ -19,6 +19,9 @@ def iter_records(
 ) -> Iterator[tuple[RawRecord, LaneRecord]]:
     """Validated records; each bad one (including a repeated query id) is handed to ``reject``.
 
+    Whatever fails while one record is validated is that record's error: an unexpected exception
+    becomes a :class:`RecordError` whose rule names the exception's type only (never its message,
+    which could quote the payload). Only :class:`UsageError` and ``MemoryError`` end the run.
     ``seen`` holds the query ids accepted before (earlier batches of one run); it is updated.
     """
     seen = set() if seen is None else seen
@@ -31,6 +34,11 @@ def iter_records(
             record = parse_record(raw.value, file=raw.file, line=raw.line, overrides=overrides)
         except InputError as exc:
             reject(raw, exc.error)
+            continue
+        except (UsageError, MemoryError):
+            raise
+        except Exception as exc:
+            reject(raw, unexpected_error(raw.file, raw.line, record_id(raw.value), exc, "validating"))
             continue
         repeated = repeated_query_id(record, seen)
         if repeated is not None:

@@ -29,6 +29,7 @@ __all__ = [
     "build_batch",
     "drop_nulls",
     "parse_record",
+    "record_id",
     "repeated_query_id",
 ]
 
@@ -96,13 +97,17 @@ def parse_record(
     overrides: dict[str, int] | None = None,
 ) -> LaneRecord:
     """Validate one parsed lane-dump object; raise :class:`InputError` naming field and rule."""
-    query_id = raw.get("query_id") if isinstance(raw, dict) else None
-    # A lone surrogate cannot be written as UTF-8: show such an id with backslash escapes.
-    shown_id = query_id.encode("utf-8", "backslashreplace").decode() if isinstance(query_id, str) else None
     try:
         return _parse(raw, file, line, overrides)
     except ShapeError as exc:
-        raise InputError(RecordError(file, line, shown_id, exc.path, exc.rule)) from None
+        # RecordError escapes a lone surrogate of the id (it could not be written as UTF-8).
+        raise InputError(RecordError(file, line, record_id(raw), exc.path, exc.rule)) from None
+
+
+def record_id(raw: Any) -> str | None:
+    """The ``query_id`` of a parsed record when it is a string (to name the record in an error)."""
+    query_id = raw.get("query_id") if isinstance(raw, dict) else None
+    return query_id if isinstance(query_id, str) else None
 
 
 def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> LaneRecord:
@@ -169,7 +174,7 @@ def _lane_map(value: Any, names: tuple[str, ...], path: str) -> dict[str, Any]:
     wire.check_duplicates(value, names, path)
     unknown = sorted(set(value) - set(names))
     if unknown:
-        raise ShapeError(f"{path}.{unknown[0]}", f"unknown lane (expected one of {', '.join(names)})")
+        raise ShapeError(wire.key_path(path, unknown[0]), f"unknown lane (expected one of {', '.join(names)})")
     return value
 
 

@@ -56,11 +56,15 @@ def test_truncated_record_is_invalid_json(reject: Rejector, make_record: RecordF
 
 
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity"])
-def test_non_json_number_literals_are_invalid_json(reject: Rejector, make_record: RecordFactory, literal: str) -> None:
+def test_non_json_number_literals_are_refused_naming_their_field(
+    reject: Rejector, make_record: RecordFactory, literal: str
+) -> None:
     line = json.dumps(make_record("bad")).replace('"score": 0.86304635', f'"score": {literal}', 1)
     assert literal in line
     error = reject(line)
-    assert "invalid JSON" in error.rule
+    assert error.rule == f"must be a finite number ({literal} is not a JSON number)"
+    assert error.field == "lanes.passages[0].score"
+    assert error.query_id == "bad"
 
 
 def test_number_past_f64_range_is_rejected(reject: Rejector, make_record: RecordFactory) -> None:
