@@ -22,7 +22,7 @@ from assembler.run.batch import assemble_table, read_tables, rejected_entries
 from assembler.run.io import LANE_DUMP_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, read_raw
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
-from assembler.run.pool import ChunkJob, run_pooled, usable_cpus
+from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
 from assembler.run.records import iter_records
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
 
@@ -40,12 +40,17 @@ def run_assembly(
 
     With ``on_error="stop"`` the first bad record raises :class:`~assembler.errors.InputError` and
     no output file is left. ``progress`` is called with the number of packages of each chunk
-    written. With ``workers`` other than 1 the workers are spawned processes: a script using
-    them needs the ``if __name__ == "__main__":`` guard.
+    written. ``workers=None`` chooses from the input's size (:func:`~assembler.run.pool.default_workers`:
+    one process below two workers' worth of bytes, or for standard input). With ``workers`` other
+    than 1 the workers are spawned processes: a script using them needs the
+    ``if __name__ == "__main__":`` guard.
     """
     options = options or RunOptions()
     output = os.fspath(output)
-    workers = options.workers or (1 if options.reranker is not None else usable_cpus())
+    paths = input_paths(inputs)
+    workers = options.workers
+    if workers is None:  # a reranker keeps the run in one process
+        workers = 1 if options.reranker is not None else default_workers(input_size(paths), usable_cpus())
     summary = RunSummary()
     started = time.perf_counter()
     parquet = options.output_format == "parquet"
@@ -71,7 +76,7 @@ def run_assembly(
                 progress(len(result.packages))
 
         try:
-            tables = read_tables(input_paths(inputs), options.chunk_size, options.chunk_bytes)
+            tables = read_tables(paths, options.chunk_size, options.chunk_bytes)
             if workers == 1:
                 for table in tables:
                     assemble_here(table)
