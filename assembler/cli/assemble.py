@@ -118,7 +118,7 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
         policy=get_policy(args.policy),
         assess=args.assess,
         reranker=reranker,
-        workers=args.workers,  # None: one per usable CPU
+        workers=args.workers,  # None: chosen from the input's size
     )
 
 
@@ -238,8 +238,9 @@ def register(commands: Any) -> None:
         "--workers",
         type=positive_integer,
         metavar="N",
-        help=f"--engine local: processes assembling chunks (default: one per usable CPU, {usable_cpus()} here; "
-        "1 = this process only, and always with a reranker); a pool starts only for a second chunk",
+        help="--engine local: processes assembling chunks (default: one per 80 MiB of input files, at most "
+        f"one per usable CPU ({usable_cpus()} here), one for standard input and with a reranker; "
+        "1 = this process only)",
     )
     add_budget_flags(assemble)
     add_errors_flags(assemble, DEFAULT_CHUNK_SIZE)

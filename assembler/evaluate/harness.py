@@ -14,7 +14,7 @@ from assembler.contract.jsontext import format_f32
 from assembler.contract.request import Limits, resolve_limits
 from assembler.evaluate import metrics
 from assembler.evaluate.artifact import generated_at
-from assembler.evaluate.assembly import Assembled, assemble_case, assemble_cases_on_ray, evidence_block
+from assembler.evaluate.assembly import Assembled, assemble_case, assemble_cases, assemble_cases_on_ray, evidence_block
 from assembler.evaluate.baseline import cut, truncate
 from assembler.evaluate.catalog import METRICS, definitions_block
 from assembler.evaluate.corpus import CitationCheck, Corpus, check_citation
@@ -262,13 +262,16 @@ def evaluate_case(
 def evaluate_cases(
     evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None
 ) -> list[CaseOutcome]:
-    """Every case in eval order; with ``engine="ray"`` the assembly side runs as one Ray job."""
+    """Every case in eval order; the assembly side runs as one batch (``engine="ray"``: one Ray job)."""
     pairs = list(zip(evalset.cases, lanes.records, strict=True))
     packages: list[Assembled | None] = [None] * len(pairs)
-    if config.assembly and config.engine == "ray":
+    if config.assembly:
         assert config.budget is not None
         batch = [(dump.raw, case.limit) for case, dump in pairs]
-        packages = list(assemble_cases_on_ray(batch, config.budget, config.policy, config.ray_address))
+        if config.engine == "ray":
+            packages = list(assemble_cases_on_ray(batch, config.budget, config.policy, config.ray_address))
+        else:
+            packages = list(assemble_cases(batch, config.budget, get_policy(config.policy)))
     return [
         evaluate_case(case, dump, config, lanes.carries_graph, corpus, package)
         for (case, dump), package in zip(pairs, packages, strict=True)

@@ -23,7 +23,7 @@ from assembler.run.io import LANE_DUMP_SCHEMA, Inputs, RawRecord, input_paths, i
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
 from assembler.run.paths import refuse_same_files
-from assembler.run.pool import ChunkJob, run_pooled, usable_cpus
+from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
 from assembler.run.records import iter_records
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
 
@@ -41,15 +41,20 @@ def run_assembly(
 
     With ``on_error="stop"`` the first bad record raises :class:`~assembler.errors.InputError` and
     no output file is left; an output that is an input or the other output is refused
-    (:func:`~assembler.run.paths.refuse_same_files`). ``progress`` is called with the number of packages of each chunk
-    written. With ``workers`` other than 1 the workers are spawned processes: a script using
-    them needs the ``if __name__ == "__main__":`` guard.
+    (:func:`~assembler.run.paths.refuse_same_files`). ``progress`` is called with the number of
+    packages of each chunk written. ``workers=None`` chooses from the input's size
+    (:func:`~assembler.run.pool.default_workers`: one process below two workers' worth of bytes, or
+    for standard input). With ``workers`` other than 1 the workers are spawned processes: a script
+    using them needs the ``if __name__ == "__main__":`` guard.
     """
     options = options or RunOptions()
     output = os.fspath(output)
+    paths = input_paths(inputs)
     errors = options.errors_path if options.on_error == "skip" else None
-    refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
-    workers = options.workers or (1 if options.reranker is not None else usable_cpus())
+    refuse_same_files({"inputs": paths}, {"output": output, "errors_path": errors})
+    workers = options.workers
+    if workers is None:  # a reranker keeps the run in one process
+        workers = 1 if options.reranker is not None else default_workers(input_size(paths), usable_cpus())
     summary = RunSummary()
     started = time.perf_counter()
     parquet = options.output_format == "parquet"
@@ -75,7 +80,7 @@ def run_assembly(
                 progress(len(result.packages))
 
         try:
-            tables = read_tables(input_paths(inputs), options.chunk_size, options.chunk_bytes)
+            tables = read_tables(paths, options.chunk_size, options.chunk_bytes)
             if workers == 1:
                 for table in tables:
                     assemble_here(table)

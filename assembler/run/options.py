@@ -36,8 +36,8 @@ class RunOptions:
     ``"skip"`` rejected records go to ``errors_path`` with their reasons. ``assess`` adds a support
     assessment beside each package (JSON Lines only). A JSON Lines chunk ends at ``chunk_size``
     queries or ``chunk_bytes`` bytes of input (``None``: queries only). ``workers`` is the number
-    of processes of the local engine (``None``: one per usable CPU); ``policy`` is a policy
-    object or a registered name (stored as the object: :attr:`selection_policy`).
+    of processes of the local engine (``None``: chosen from the input's size, at most one per
+    usable CPU); ``policy`` is a policy object or a registered name (stored as the object: :attr:`selection_policy`).
 
     >>> RunOptions(policy="quality").selection_policy.name
     'quality'

@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,7 +46,16 @@ from assembler.run.outputs import PackageSink, Rejects, RunSummary, package_line
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
 
-__all__ = ["ChunkJob", "ChunkResult", "assemble_chunk", "run_pooled", "usable_cpus"]
+__all__ = [
+    "BYTES_PER_WORKER",
+    "ChunkJob",
+    "ChunkResult",
+    "assemble_chunk",
+    "default_workers",
+    "input_size",
+    "run_pooled",
+    "usable_cpus",
+]
 
 IN_FLIGHT_PER_WORKER = 2
 """Chunks submitted per worker before the parent waits for the oldest (one running, one queued)."""
@@ -64,6 +73,40 @@ def usable_cpus() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
+
+
+BYTES_PER_WORKER = 80 * 2**20
+"""Input bytes each worker process needs before a pool pays for its start-up (about a second per
+worker): a pool of two starts at 160 MiB (about 9,600 typical queries). Measured with ``python -m
+benchmarks.workers_threshold`` (docs/performance.md, "Workers by input size"): two workers first
+beat one between 2,000 and 5,000 typical queries (33 to 83 MiB), and only in the best rounds of a
+loaded machine, so the threshold is twice that crossover."""
+
+
+def input_size(paths: Sequence[str]) -> int | None:
+    """The summed size in bytes of the input files; ``None`` when unknown (standard input, or a
+    file that cannot be examined: reading it reports that)."""
+    total = 0
+    for path in paths:
+        if path == "-":
+            return None
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            return None
+    return total
+
+
+def default_workers(size: int | None, cpus: int, per_worker: int = BYTES_PER_WORKER) -> int:
+    """Processes for a run that did not choose: one per ``per_worker`` bytes of input, at most
+    ``cpus``, at least one; one when the size is unknown.
+
+    >>> default_workers(None, 8), default_workers(10, 8, per_worker=4), default_workers(10**9, 8, per_worker=4)
+    (1, 2, 8)
+    """
+    if size is None:
+        return 1
+    return max(1, min(cpus, size // per_worker))
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
 from evalkit import association, passage, record
 
+import assembler.evaluate.assembly as assembly_module
 from assembler.contract.request import Limits
-from assembler.evaluate.assembly import assemble_case, evidence_block, project
-from assembler.evaluate.loader import parse_eval_text
+from assembler.evaluate.assembly import assemble_case, assemble_cases, evidence_block, project
+from assembler.evaluate.dump import load_lanes
+from assembler.evaluate.harness import RunConfig, run_artifact
+from assembler.evaluate.loader import load_eval, parse_eval_text
 from assembler.evaluate.structural import run_structural
-from assembler.selection import CONTRACT
+from assembler.evaluate.sweep import parse_budgets, run_sweep
+from assembler.pipeline import assemble_batch
+from assembler.selection import CONTRACT, get_policy
 from assembler.stages.lanes import parse_record
 
 DEFAULTS = Limits(max_items=40, max_bytes=65536, max_tokens=4000)
+DATA = Path(__file__).resolve().parent / "data"
 
 
 def item(kind: str, own: tuple[str, int] | None = None, refs: tuple[tuple[str, int], ...] = ()) -> dict[str, Any]:
@@ -127,3 +135,54 @@ def test_structural_lane_matches_with_normalize_entry_and_collects_attributions(
         "attributions": [{"source": "k.md", "paragraph": 1}, {"source": "l.md", "paragraph": 2}],
     }
     assert "青嶺酒造" in block["concept_names"] and block["label_names"] == ["杜氏", "b"]
+
+
+@pytest.mark.parametrize("policy", ["contract", "quality"])
+@pytest.mark.parametrize("limits", [DEFAULTS, Limits(max_items=3, max_bytes=65536, max_tokens=700)])
+def test_batched_assembly_gives_every_case_the_package_of_its_own_call(policy: str, limits: Limits) -> None:
+    evalset = load_eval(str(DATA / "eval.jsonl"))
+    lanes = load_lanes(str(DATA / "lanes.jsonl"), evalset)
+    # Varied case limits: each case's search_limit is its own, even inside one batch.
+    pairs = [(dump.raw, 1 + i % 7) for i, dump in enumerate(lanes.records)]
+    batched = assemble_cases(pairs, limits, get_policy(policy))
+    alone = [assemble_case(raw, limit, limits, get_policy(policy)) for raw, limit in pairs]
+    assert [a.package for a in batched] == [a.package for a in alone]
+    assert [a.hits for a in batched] == [a.hits for a in alone]
+    assert len({a.latency_ms for a in batched}) == 1  # the batch's wall time, shared evenly
+
+
+def test_no_case_means_no_pipeline_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(assembly_module, "assemble_batch", None)  # calling it would fail
+    assert assemble_cases([], DEFAULTS, CONTRACT) == []
+
+
+def _count_pipeline_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Spy on the pipeline entry the assembly mode calls; returns the batch sizes seen."""
+    sizes: list[int] = []
+
+    def spy(records: Any, **kwargs: Any) -> Any:
+        records = list(records)
+        sizes.append(len(records))
+        return assemble_batch(records, **kwargs)
+
+    monkeypatch.setattr(assembly_module, "assemble_batch", spy)
+    return sizes
+
+
+def test_an_assembly_run_assembles_all_its_cases_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    evalset = load_eval(str(DATA / "eval.jsonl"))
+    lanes = load_lanes(str(DATA / "lanes.jsonl"), evalset)
+    sizes = _count_pipeline_calls(monkeypatch)
+    artifact, _ = run_artifact(evalset, lanes, RunConfig(assembly=True), out="a.json")
+    assert sizes == [len(evalset.cases)]
+    latencies = {case["evidence"]["latency_ms"] for case in artifact["cases"]}
+    assert len(latencies) == 1 and {case["passage"]["latency_ms"] for case in artifact["cases"]} == latencies
+    assert artifact["metrics"]["latency.evidence_ms"]["n"] == len(evalset.cases)
+
+
+def test_a_sweep_assembles_each_budget_in_one_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    evalset = load_eval(str(DATA / "eval.jsonl"))
+    lanes = load_lanes(str(DATA / "lanes.jsonl"), evalset)
+    sizes = _count_pipeline_calls(monkeypatch)
+    run_sweep(evalset, lanes, parse_budgets("items=2,5,default"), "contract", out_dir=str(tmp_path))
+    assert sizes == [len(evalset.cases)] * 3  # the baseline runs never call the pipeline
