@@ -12,10 +12,13 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from assembler import errors
 from assembler.selection.base import Selection, SelectionInputs, SelectionPolicy, admit_units, survivor_positions
 from assembler.selection.contract import CONTRACT, ContractPolicy
-from assembler.selection.quality import QUALITY_POLICIES, QualityPolicy
+from assembler.selection.quality import QUALITY_POLICIES, QualityPolicy, load_policy_config
 
 __all__ = [
     "CONTRACT",
@@ -27,6 +30,7 @@ __all__ = [
     "SelectionPolicy",
     "admit_units",
     "get_policy",
+    "load_policy_config",
     "policies",
     "survivor_positions",
 ]
@@ -37,9 +41,20 @@ def policies() -> dict[str, SelectionPolicy]:
     return {CONTRACT.name: CONTRACT, **{policy.name: policy for policy in QUALITY_POLICIES}}
 
 
-def get_policy(policy: str | SelectionPolicy) -> SelectionPolicy:
+def get_policy(policy: str | SelectionPolicy, config: Mapping[str, Any] | None = None) -> SelectionPolicy:
     """The policy registered under a name (a :class:`~assembler.errors.UsageError` naming the known
-    ones otherwise); a policy object is returned as it is."""
+    ones otherwise); a policy object is returned as it is.
+
+    ``config`` (a tuned setting, as ``assembler evaluate tune`` writes it, or its ``policy``
+    object) applies to ``"quality"`` only: :meth:`QualityPolicy.from_config`.
+
+    >>> get_policy("quality", config={"fact_lag": 1, "statement_share": None}).statement_share is None
+    True
+    """
+    if config is not None:
+        if policy != "quality":
+            raise errors.UsageError(f"a policy config applies to policy 'quality' only, not {policy!r}")
+        return QualityPolicy.from_config(config)
     if not isinstance(policy, str):
         return policy
     known = policies()
