@@ -32,13 +32,28 @@ __all__ = [
     "get_policy",
     "load_policy_config",
     "policies",
+    "register_policy",
     "survivor_positions",
 ]
 
 
+_REGISTERED: dict[str, SelectionPolicy] = {}
+
+
 def policies() -> dict[str, SelectionPolicy]:
-    """Every registered selection policy by name: ``contract`` (default), ``quality`` and its ablations."""
-    return {CONTRACT.name: CONTRACT, **{policy.name: policy for policy in QUALITY_POLICIES}}
+    """Every registered selection policy by name: ``contract`` (default), ``quality`` and its
+    ablations, and any :func:`register_policy` added."""
+    return {CONTRACT.name: CONTRACT, **{policy.name: policy for policy in QUALITY_POLICIES}, **_REGISTERED}
+
+
+def register_policy(policy: SelectionPolicy) -> str:
+    """Make ``policy`` (a tuned setting, say) known by its name to :func:`get_policy`; returns the
+    name. A built-in name cannot be taken; registering the same name again replaces it."""
+    builtin = {CONTRACT.name, *(known.name for known in QUALITY_POLICIES)}
+    if policy.name in builtin:
+        raise errors.UsageError(f"policy name {policy.name!r} is built in; give the tuned policy another name")
+    _REGISTERED[policy.name] = policy
+    return policy.name
 
 
 def get_policy(policy: str | SelectionPolicy, config: Mapping[str, Any] | None = None) -> SelectionPolicy:

@@ -454,6 +454,8 @@ def policy_from_config(config: Mapping[str, Any], source: str = "config") -> Qua
     name = config.get("name", "quality-tuned")
     if not isinstance(name, str) or not name.strip():
         raise _problem(source, "policy.name", "must be a non-blank string")
+    if name in {policy.name for policy in QUALITY_POLICIES} or name == "contract":
+        raise _problem(source, "policy.name", f"{name!r} is a built-in policy's name; choose another")
     settings["name"] = name
     for flag in _FLAGS:
         if flag in config:
@@ -467,7 +469,7 @@ def policy_from_config(config: Mapping[str, Any], source: str = "config") -> Qua
         settings["fact_lag"] = lag
     if "statement_share" in config:
         share = config["statement_share"]
-        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share):
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not share > 0):
             raise _problem(source, "policy.statement_share", "must be a positive number, or null")
         settings["statement_share"] = None if share is None else float(share)
     if "lane_offsets" in config:
