@@ -52,9 +52,10 @@ def test_reselection_gives_the_harness_hit_lists_on_locomo(tmp_path: Path, overr
     limits = resolve_budget(True, overrides)
     assert limits is not None
     prepared = prepare(evalset, lanes, limits)
+    pairs = list(zip(evalset.cases, lanes.records, strict=True))
     tuned = QualityPolicy(name="t", fact_lag=0, statement_share=None, guard=False)
     for policy in (CONTRACT, get_policy("quality"), get_policy("quality-facts-last"), tuned):
-        expected = [assemble_case(d.raw, c.limit, limits, policy).hits for c, d in zip(evalset.cases, lanes.records)]
+        expected = [assemble_case(d.raw, c.limit, limits, policy).hits for c, d in pairs]
         assert policy_hits(prepared, policy) == expected, policy.name
 
 
@@ -64,9 +65,10 @@ def test_reselection_gives_the_harness_hit_lists_on_the_mini_set() -> None:
     limits = resolve_budget(True, {"max_items": 3})
     assert limits is not None
     prepared = prepare(evalset, lanes, limits)
+    pairs = list(zip(evalset.cases, lanes.records, strict=True))
     for name in ("contract", "quality", "quality-no-statement-test"):
         policy = get_policy(name)
-        expected = [assemble_case(d.raw, c.limit, limits, policy).hits for c, d in zip(evalset.cases, lanes.records)]
+        expected = [assemble_case(d.raw, c.limit, limits, policy).hits for c, d in pairs]
         assert policy_hits(prepared, policy) == expected
     assert all(isinstance(hits, list) for hits in baseline_hits(evalset, lanes, limits))
 
