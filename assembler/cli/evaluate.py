@@ -140,8 +140,9 @@ def _policy(args: argparse.Namespace) -> str:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     _require(args, "evaluate")
-    if (args.policy is not None or args.policy_config is not None) and not args.assembly:
-        raise EvaluateError("--policy and --policy-config require --assembly (the baseline has no selection policy)")
+    for flag, value in (("--policy", args.policy), ("--policy-config", args.policy_config)):
+        if value is not None and not args.assembly:
+            raise EvaluateError(f"{flag} requires --assembly (the baseline has no selection policy)")
     policy = _policy(args)
     get_policy(policy)
     check_writable(args.out)

@@ -12,8 +12,8 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping as _Mapping
+from typing import Any as _Any
 
 from assembler import errors
 from assembler.selection.base import Selection, SelectionInputs, SelectionPolicy, admit_units, survivor_positions
@@ -56,7 +56,7 @@ def register_policy(policy: SelectionPolicy) -> str:
     return policy.name
 
 
-def get_policy(policy: str | SelectionPolicy, config: Mapping[str, Any] | None = None) -> SelectionPolicy:
+def get_policy(policy: str | SelectionPolicy, config: _Mapping[str, _Any] | None = None) -> SelectionPolicy:
     """The policy registered under a name (a :class:`~assembler.errors.UsageError` naming the known
     ones otherwise); a policy object is returned as it is.
 
