@@ -26,7 +26,7 @@ from assembler.run.outputs import RunSummary
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus
 from assembler.run.records import iter_records, stop_at_first
-from assembler.selection import get_policy, policies
+from assembler.selection import SelectionPolicy, get_policy, load_policy_config, policies
 
 if TYPE_CHECKING:
     from assembler.rerank.reranker import ProviderReranker
@@ -115,7 +115,7 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
         errors_path=errors_path(args),
         chunk_size=args.chunk_size,
         chunk_bytes=args.chunk_bytes or DEFAULT_CHUNK_BYTES,
-        policy=get_policy(args.policy),
+        policy=_policy(args),
         assess=args.assess,
         reranker=reranker,
         workers=args.workers,  # None: chosen from the input's size
@@ -128,7 +128,7 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
     inputs = _inputs(args)
     refuse_same_files(
-        {"input": inputs},
+        {"input": inputs, "--policy-config": args.policy_config},
         {"-o": args.output, "--errors": errors_path(args), "--metrics-out": args.metrics_out},
     )
     reranker = reranker_from_args(args)
@@ -157,7 +157,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     wanted = [record for _, record in records if record.query_id == args.query_id]
     if not wanted:
         raise UsageError(f"query_id {args.query_id!r} is not in {', '.join(args.inputs)}")
-    result = assemble_records(wanted, policy=get_policy(args.policy))
+    result = assemble_records(wanted, policy=_policy(args))
     print(render_explanation(result, args.query_id))
     return 0
 
@@ -197,10 +197,25 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy(args: argparse.Namespace) -> SelectionPolicy:
+    """``--policy`` (default contract), or the tuned quality setting of ``--policy-config``."""
+    if args.policy_config is None:
+        return get_policy(args.policy or "contract")
+    if args.policy not in (None, "quality"):
+        raise UsageError(
+            "--policy-config tunes the quality policy: give --policy quality or leave --policy out, "
+            f"not {args.policy!r}"
+        )
+    return load_policy_config(args.policy_config)
+
+
 def _policy_flag(parser: argparse.ArgumentParser) -> None:
     names = ", ".join(sorted(policies()))
+    parser.add_argument("--policy", metavar="NAME", help=f"selection policy (default contract): {names}")
     parser.add_argument(
-        "--policy", default="contract", metavar="NAME", help=f"selection policy (default contract): {names}"
+        "--policy-config",
+        metavar="TUNED.json",
+        help="apply a tuned quality setting (as 'assembler evaluate tune' writes it); implies --policy quality",
     )
 
 

@@ -1,4 +1,5 @@
-"""``assembler evaluate`` (run), ``evaluate compare`` and ``evaluate sweep``: thin over the package.
+"""``assembler evaluate`` (run), ``evaluate compare``, ``evaluate sweep`` and ``evaluate tune``: thin
+over the package.
 
 Exit status: 0 done (a run without ``--thresholds`` always), 3 a threshold was violated (the
 artifact is still written), 2 bad input or usage (nothing written), 1 an output could not be
@@ -25,7 +26,7 @@ from assembler.evaluate.loader import EvalSet, check_limits, load_eval
 from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
 from assembler.run.paths import refuse_same_files
-from assembler.selection import get_policy, policies
+from assembler.selection import get_policy, load_policy_config, policies, register_policy
 
 __all__ = ["register"]
 
@@ -124,11 +125,26 @@ def _require(args: argparse.Namespace, command: str) -> None:
             raise EvaluateError(f"--{flag} FILE is required — try 'assembler {command} --help'")
 
 
+def _policy(args: argparse.Namespace) -> str:
+    """The policy name to run: ``--policy`` (default contract), or the tuned setting of
+    ``--policy-config`` (registered under its name; it tunes ``quality`` only)."""
+    config = getattr(args, "policy_config", None)
+    if config is None:
+        return args.policy or "contract"
+    if args.policy not in (None, "quality"):
+        raise EvaluateError(
+            "--policy-config tunes the quality policy: give --policy quality or leave --policy out, "
+            f"not {args.policy!r}"
+        )
+    return register_policy(load_policy_config(config))
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     _require(args, "evaluate")
-    if args.policy is not None and not args.assembly:
-        raise EvaluateError("--policy requires --assembly (the baseline has no selection policy)")
-    policy = args.policy or "contract"
+    for flag, value in (("--policy", args.policy), ("--policy-config", args.policy_config)):
+        if value is not None and not args.assembly:
+            raise EvaluateError(f"{flag} requires --assembly (the baseline has no selection policy)")
+    policy = _policy(args)
     get_policy(policy)
     check_writable(args.out)
     refuse_same_files(_input_flags(args, "thresholds"), {"--out": args.out})
@@ -174,7 +190,8 @@ def _print(lines: Sequence[str]) -> None:
 
 def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]:
     """The input files of a run, by flag."""
-    return {f"--{name}": getattr(args, name, None) for name in ("eval", "lanes", "sources", "citations", *extra)}
+    names = ("eval", "lanes", "sources", "citations", "policy_config", *extra)
+    return {"--" + name.replace("_", "-"): getattr(args, name, None) for name in names}
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -191,7 +208,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from assembler.evaluate.sweep import MODES, parse_budgets, run_name, run_sweep, write_sweep
 
     _require(args, "evaluate sweep")
-    policy = args.policy or "contract"
+    policy = _policy(args)
     get_policy(policy)
     budgets = parse_budgets(args.budgets, _overrides(args))
     if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
@@ -225,6 +242,172 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_config_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--policy-config",
+        action=_Once,
+        metavar="TUNED.json",
+        help="apply a tuned quality setting (as 'evaluate tune' writes it); implies --policy quality",
+    )
+
+
+def _corpus_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sources", action=_Once, metavar="FILE", help="corpus source list: source preflight, sources_count"
+    )
+    parser.add_argument(
+        "--citations", action=_Once, metavar="FILE", help="corpus citations: the citation lane offline (validity)"
+    )
+
+
+def _numbers(kind: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
+    """An argparse type: a comma-separated list of ``kind`` values, ``none`` for None."""
+
+    def convert(text: str) -> list[Any]:
+        values: list[Any] = []
+        for part in text.split(","):
+            part = part.strip()
+            try:
+                values.append(None if part.lower() == "none" else kind(part))
+            except ValueError:
+                raise argparse.ArgumentTypeError(
+                    f"needs a comma-separated list of {what} or none, got {part!r}"
+                ) from None
+        return values
+
+    return convert
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    import time
+
+    from assembler.evaluate.artifact import dump_json, write_text
+    from assembler.evaluate.sweep import parse_budgets
+    from assembler.evaluate.tune import tune
+
+    _require(args, "evaluate tune")
+    budgets = parse_budgets(args.budgets)
+    check_writable(args.out)
+    refuse_same_files(_input_flags(args), {"--out": args.out})
+    given = _inputs(args)
+    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(given.evalset, given.lanes)])
+    if args.folds > len(given.evalset.cases):
+        raise EvaluateError(f"--folds {args.folds}: the eval set has only {len(given.evalset.cases)} cases")
+    for share in args.shares:
+        if share is not None and share <= 0:
+            raise EvaluateError(f"--shares: {share} is not a positive number")
+    start = time.perf_counter()
+    result = tune(
+        given.evalset,
+        given.lanes,
+        budgets,
+        folds=args.folds,
+        seed=args.seed,
+        metric=args.metric,
+        lags=args.lags,
+        shares=args.shares,
+        margin=args.margin,
+    )
+    elapsed = time.perf_counter() - start
+    text = dump_json(result.to_json(given.evalset, given.lanes))
+    write_text(args.out, text)
+    _print([*result.summary(), f"searched in {elapsed:.1f} s; wrote {args.out}"])
+    return 0
+
+
+def _margin(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"needs a number of at least 0, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"needs a number of at least 0, got {text!r}")
+    return value
+
+
+def _tune_parser(sub: Any) -> None:
+    from assembler.evaluate.tune import DEFAULT_LAGS, DEFAULT_SHARES, METRICS
+
+    def listed(values: Sequence[Any]) -> str:
+        return ",".join("none" if value is None else f"{value:g}" for value in values)
+
+    tune = sub.add_parser(
+        "tune",
+        help="choose the quality policy's settings on a labelled set, with held-out folds",
+        usage="assembler evaluate tune --eval EVAL.jsonl --lanes LANES [options] --out TUNED.json",
+        description="Grid-search the quality policy's fact lag, statement share and source guard against the "
+        "eval set's labels; report train and held-out scores per fold against the untuned quality, the contract "
+        "and the baseline. The file written is a policy config for --policy-config.",
+    )
+    required = tune.add_argument_group("required arguments")
+    required.add_argument("--eval", action=_Once, metavar="EVAL.jsonl", help="eval file (taguru_eval: 1)")
+    required.add_argument("--lanes", action=_Once, metavar="LANES", help="lane dump (.jsonl or .parquet)")
+    _corpus_flags(tune)
+    tune.add_argument(
+        "--budgets",
+        action=_Once,
+        default="items=5/tokens=1500,items=10/tokens=3000,default",
+        metavar="SPEC",
+        help="budgets scored (as for sweep; default 'items=5/tokens=1500,items=10/tokens=3000,default')",
+    )
+    tune.add_argument(
+        "--folds",
+        action=_Once,
+        type=integer_at_least(2, "needs an integer of at least 2"),
+        default=5,
+        metavar="K",
+        help="cross-validation folds (default 5)",
+    )
+    tune.add_argument(
+        "--seed",
+        action=_Once,
+        type=integer_at_least(0, "needs a non-negative integer"),
+        default=0,
+        metavar="N",
+        help="seed of the folds and the bootstrap (default 0)",
+    )
+    tune.add_argument(
+        "--metric",
+        action=_Once,
+        choices=METRICS,
+        default="recall_at_k",
+        help="per-case score optimized (default recall_at_k)",
+    )
+    tune.add_argument(
+        "--lags",
+        action=_Once,
+        type=_numbers(int, "integers"),
+        default=list(DEFAULT_LAGS),
+        metavar="LIST",
+        help=f"fact lags searched, none = facts last (default {listed(DEFAULT_LAGS)})",
+    )
+    tune.add_argument(
+        "--shares",
+        action=_Once,
+        type=_numbers(float, "numbers"),
+        default=list(DEFAULT_SHARES),
+        metavar="LIST",
+        help=f"statement shares searched, none = no statement test (default {listed(DEFAULT_SHARES)})",
+    )
+    tune.add_argument(
+        "--margin",
+        action=_Once,
+        type=_margin,
+        default=0.0,
+        metavar="X",
+        help="a setting replaces the untuned quality only when it beats it by more than X on the "
+        "training cases (default 0)",
+    )
+    tune.add_argument(
+        "--out",
+        action=_Once,
+        default="tuned.json",
+        metavar="TUNED.json",
+        help="the tuned setting and its record (default tuned.json)",
+    )
+    tune.set_defaults(run=_guarded(_cmd_tune))
+
+
 def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     # Required, but checked by _require: argparse's own `required` would also demand them of `compare`.
     required = parser.add_argument_group("required arguments")
@@ -236,12 +419,8 @@ def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
         metavar="NAME",
         help=f"selection policy for assembly (default contract): {', '.join(sorted(policies()))}",
     )
-    parser.add_argument(
-        "--sources", action=_Once, metavar="FILE", help="corpus source list: source preflight, sources_count"
-    )
-    parser.add_argument(
-        "--citations", action=_Once, metavar="FILE", help="corpus citations: the citation lane offline (validity)"
-    )
+    _policy_config_flag(parser)
+    _corpus_flags(parser)
     add_budget_flags(
         parser,
         "budget (equal for both modes)" if not sweep else "fixed limits for every budget of the sweep",
@@ -251,11 +430,11 @@ def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
 
 
 def register(commands: Any) -> None:
-    """Register ``evaluate`` (and its ``compare``/``sweep`` subcommands) on the top-level parser."""
+    """Register ``evaluate`` (and its ``compare``/``sweep``/``tune`` subcommands) on the top-level parser."""
     evaluate = commands.add_parser(
         "evaluate",
         usage="assembler evaluate --eval EVAL.jsonl --lanes LANES [options]\n"
-        "       assembler evaluate {compare,sweep} ...",
+        "       assembler evaluate {compare,sweep,tune} ...",
         help="offline evaluation: baseline vs assembly on a labelled eval set",
         description="Score the passage lane (baseline) or the assembled package (--assembly) of every case. "
         "Exit 0 done, 3 threshold violated, 2 bad input, 1 cannot write.",
@@ -271,7 +450,7 @@ def register(commands: Any) -> None:
         "--out", action=_Once, default="evaluation.json", metavar="RUN.json", help="artifact (default evaluation.json)"
     )
     evaluate.set_defaults(run=_guarded(_cmd_run))
-    sub = evaluate.add_subparsers(dest="evaluate_command", metavar="{compare,sweep}")
+    sub = evaluate.add_subparsers(dest="evaluate_command", metavar="{compare,sweep,tune}")
 
     compare = sub.add_parser("compare", help="compare two run artifacts case by case")
     compare.add_argument("base", metavar="BASE.json")
@@ -294,3 +473,4 @@ def register(commands: Any) -> None:
     sweep.add_argument("--out-dir", default="sweep", metavar="DIR", help="output folder (default sweep)")
     sweep.add_argument("--no-plot", action="store_true", help="write the table only (no matplotlib needed)")
     sweep.set_defaults(run=_guarded(_cmd_sweep))
+    _tune_parser(sub)

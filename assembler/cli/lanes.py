@@ -35,6 +35,7 @@ def _run(args: argparse.Namespace) -> int:
         graph_depth=args.graph_depth,
         activate_limit=args.activate_limit,
         community_limit=args.community_limit,
+        dense=not args.no_dense,
     )
     started = time.perf_counter()
     count = build_file(
@@ -78,6 +79,11 @@ def register(commands: Any) -> None:
     build.add_argument("--graph-depth", type=_positive, default=20, help="passages the mention graph reads (20)")
     build.add_argument("--activate-limit", type=_positive, default=20, help="graph activations per query (20)")
     build.add_argument("--community-limit", type=_positive, default=5, help="community hits per query (5)")
+    build.add_argument(
+        "--no-dense",
+        action="store_true",
+        help="leave the dense lane out: BM25 passages only, no encoder loaded (docs/retrieval.md)",
+    )
     build.add_argument("--cache-dir", type=Path, help="vector cache (default ~/.cache/assembler/vectors)")
     build.add_argument("--no-cache", action="store_true", help="embed everything, store nothing")
     build.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")

