@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import ssl
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,8 @@ class HttpProvider:
         self._breaker = breaker if breaker is not None else CircuitBreaker()
         self._client: httpx.AsyncClient | None = None
         self._tls = _default_tls()
+        self.retried: Counter[str] = Counter()
+        """Attempts retried after a transient failure, by reason: reported once, in the run's summary."""
         headers = {b"Content-Type": b"application/json"}
         if config.api_key is not None:
             # The key's bytes as given (UTF-8; undecodable environment bytes restored). Trailing
@@ -99,7 +102,7 @@ class HttpProvider:
                 return result
             if result.retryable and retries < RETRY_ATTEMPTS and not deadline.expired():
                 retries += 1
-                log.warning("transient reranker failure (%s); retrying once", result.reason)
+                self.retried[result.reason] += 1
                 await asyncio.sleep(min(RETRY_BACKOFF, deadline.remaining()))
                 continue
             return result

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -105,13 +106,19 @@ class ProviderReranker:
         return {reason: n for reason, n in self.outcomes.items() if reason != OK and n}
 
     def summary_line(self) -> str:
-        """``rerank (model m): 30 requested, 25 reranked, 5 fell back (circuit_open 4, provider_error 1)``."""
+        """``rerank (model m): 30 requested, 25 reranked, 5 fell back (circuit_open 4, provider_error 1)``,
+        and ``; 3 attempts retried after a transient failure (provider_error 3)`` when any were."""
         fallbacks = self.fallbacks
         detail = ", ".join(f"{reason} {n}" for reason, n in fallbacks.items())
-        return (
+        line = (
             f"rerank (model {self.provider.model}): {self.requested} requested, {self.outcomes[OK]} reranked, "
             f"{sum(fallbacks.values())} fell back" + (f" ({detail})" if detail else "")
         )
+        retried: Counter[str] = Counter(getattr(self.provider, "retried", {}))  # HttpProvider counts them
+        if retried:
+            reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(retried.items()))
+            line += f"; {sum(retried.values())} attempts retried after a transient failure ({reasons})"
+        return line
 
     def decide(self, requests: Sequence[RerankRequest]) -> Sequence[RerankDecision]:
         """One decision per request, in order; provider faults become fallbacks, never exceptions."""

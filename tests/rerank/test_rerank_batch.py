@@ -29,7 +29,8 @@ def test_an_outage_opens_the_breaker_once_and_the_rest_of_the_batch_falls_back_a
     assert len(stub.requests) == 3
     assert reranker.fallbacks == {"circuit_open": 19, "provider_error": 1}
     assert reranker.summary_line() == (
-        f"rerank (model {MODEL}): 20 requested, 0 reranked, 20 fell back (circuit_open 19, provider_error 1)"
+        f"rerank (model {MODEL}): 20 requested, 0 reranked, 20 fell back (circuit_open 19, provider_error 1); "
+        "2 attempts retried after a transient failure (provider_error 2)"  # one line for the run, not one per retry
     )
     breaker = reranker.provider.breaker
     assert breaker is not None

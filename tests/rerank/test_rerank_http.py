@@ -78,6 +78,7 @@ def test_a_retryable_failure_is_retried_once_then_gives_up(stub: StubServer, sta
     assert call(p) == RerankFailure("provider_error", retryable=True)
     assert len(stub.requests) == 2
     assert time.perf_counter() - started >= 0.1  # the flat 100 ms backoff
+    assert p.retried == {"provider_error": 1}  # counted for the run's summary, not logged each time
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422, 307])
