@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from assembler.cli.args import positive_integer
 from assembler.errors import UsageError
 from assembler.retrieval.build import Settings, build_file
 from assembler.retrieval.engines import default_cache_dir
@@ -15,11 +16,6 @@ from assembler.run.paths import refuse_same_files
 
 __all__ = ["register"]
 
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return int(text)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -74,11 +70,11 @@ def register(commands: Any) -> None:
     build.add_argument("--contexts", type=Path, help="case_id -> context map (JSON Lines), for multi-context corpora")
     build.add_argument("--context", default="corpus", help="context of input lines without one (default corpus)")
     build.add_argument("-o", "--output", type=Path, required=True, help="lane dump to write (JSON Lines)")
-    build.add_argument("--search-limit", type=_positive, default=10, help="passages per query (default 10)")
-    build.add_argument("--pool-depth", type=_positive, default=50, help="per-lane candidates before fusion (50)")
-    build.add_argument("--graph-depth", type=_positive, default=20, help="passages the mention graph reads (20)")
-    build.add_argument("--activate-limit", type=_positive, default=20, help="graph activations per query (20)")
-    build.add_argument("--community-limit", type=_positive, default=5, help="community hits per query (5)")
+    build.add_argument("--search-limit", type=positive_integer, default=10, help="passages per query (default 10)")
+    build.add_argument("--pool-depth", type=positive_integer, default=50, help="per-lane candidates before fusion (50)")
+    build.add_argument("--graph-depth", type=positive_integer, default=20, help="passages the mention graph reads (20)")
+    build.add_argument("--activate-limit", type=positive_integer, default=20, help="graph activations per query (20)")
+    build.add_argument("--community-limit", type=positive_integer, default=5, help="community hits per query (5)")
     build.add_argument(
         "--no-dense",
         action="store_true",

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from assembler.cli.args import integer_at_least
+from assembler.cli.args import positive_integer
 from assembler.errors import UsageError
 from assembler.rerank.config import (
     ENV_API_KEY,
@@ -43,7 +43,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-_count = integer_at_least(1, "must be a positive integer")
 _WARNING_PREFIX = "assembler: warning: "
 
 
@@ -84,7 +83,11 @@ def add_rerank_flags(parser: argparse.ArgumentParser) -> None:
         help="each query's deadline for the reranker, retry included (default: the timeout)",
     )
     group.add_argument(
-        "--rerank-concurrency", type=_count, default=8, metavar="N", help="queries reranked at once (default 8)"
+        "--rerank-concurrency",
+        type=positive_integer,
+        default=8,
+        metavar="N",
+        help="queries reranked at once (default 8)",
     )
     group.add_argument("--metrics-out", metavar="FILE", help="write the reranker's Prometheus metrics at the end")
 
