@@ -63,13 +63,13 @@ def format_timestamp(moment: datetime) -> str:
 
 
 def fixed_clock(now: str | None) -> Clock:
-    """A clock for ``--now ISO8601`` (a naive time is UTC); ``None`` gives :func:`utc_now`."""
+    """A clock that always reads ``now`` (ISO 8601; a naive time is UTC); ``None`` gives :func:`utc_now`."""
     if now is None:
         return utc_now
     try:
         moment = datetime.fromisoformat(now)
     except ValueError:
-        raise UsageError(f"--now must be an ISO-8601 time such as 2026-04-09T12:00:00Z, got {now!r}") from None
+        raise UsageError(f"now must be an ISO-8601 time such as 2026-04-09T12:00:00Z, got {now!r}") from None
     return lambda: moment
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from assembler.assess import fixed_clock
 from assembler.cli.args import add_errors_flags, errors_path
+from assembler.errors import UsageError
 from assembler.run.assess import run_assess
 from assembler.run.options import DEFAULT_CHUNK_SIZE
 from assembler.run.paths import refuse_same_files
@@ -16,6 +17,10 @@ __all__ = ["register"]
 
 
 def _cmd_assess(args: argparse.Namespace) -> int:
+    try:
+        clock = fixed_clock(args.now)
+    except UsageError as exc:  # the library names its argument; the command names its flag
+        raise UsageError(f"--{exc}") from None
     refuse_same_files({"input": args.inputs}, {"-o": args.output, "--errors": errors_path(args)})
     summary = run_assess(
         args.inputs,
@@ -23,7 +28,7 @@ def _cmd_assess(args: argparse.Namespace) -> int:
         on_error=args.on_error,
         errors_path=errors_path(args),
         chunk_size=args.chunk_size,
-        clock=fixed_clock(args.now),
+        clock=clock,
     )
     print(summary.line(), file=sys.stderr)
     return 0

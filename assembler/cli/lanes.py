@@ -17,7 +17,6 @@ from assembler.run.paths import refuse_same_files
 __all__ = ["register"]
 
 
-
 def _run(args: argparse.Namespace) -> int:
     for name in ("corpus", "eval", "triples", "summaries", "contexts"):
         path = getattr(args, name)

@@ -194,7 +194,10 @@ def _case_context(case: Case, contexts: Mapping[str, str], names: Sequence[str],
     name = contexts.get(case.case_id) or case.context
     if name is None:
         if len(names) > 1:
-            raise CorpusError(f"case {case.case_id!r}: the corpus has {len(names)} contexts; map cases with --contexts")
+            raise CorpusError(
+                f"case {case.case_id!r}: the corpus has {len(names)} contexts; "
+                "map each case to one with a contexts file"
+            )
         name = names[0] if names else default
     if name not in names:
         raise CorpusError(f"case {case.case_id!r}: context {name!r} is not in the corpus")

@@ -73,7 +73,7 @@ def test_multi_context_corpus_needs_a_contexts_map(tmp_path: Path, capsys: pytes
         encoding="utf-8",
     )
     assert main(["lanes", "build", "--corpus", str(corpus), "--eval", str(_eval(tmp_path)), "-o", "x", "-q"]) == 2
-    assert "map cases with --contexts" in capsys.readouterr().err
+    assert "map each case to one with a contexts file" in capsys.readouterr().err
     contexts = tmp_path / "m.jsonl"
     contexts.write_text('{"case_id":"q1","context":"a"}\n{"case_id":"q2","context":"zz"}\n', encoding="utf-8")
     args = ["lanes", "build", "--corpus", str(corpus), "--eval", str(_eval(tmp_path)), "--contexts", str(contexts)]
