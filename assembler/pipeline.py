@@ -16,12 +16,21 @@ from assembler.errors import InputError
 from assembler.selection import CONTRACT, SelectionInputs, SelectionPolicy, get_policy
 from assembler.stages.diversity import tier_width
 from assembler.stages.fuse import fuse
-from assembler.stages.lanes import LaneRecord, build_batch, drop_nulls, parse_record, repeated_query_id
+from assembler.stages.lanes import LaneBatch, LaneRecord, build_batch, drop_nulls, parse_record, repeated_query_id
 from assembler.stages.package import QueryOutcome, omission_text, render_package
 from assembler.stages.plan import lanes_plan_text
-from assembler.stages.reorder import Reranker, RerankStage
+from assembler.stages.reorder import Reorderer, Reranker, RerankStage
 
-__all__ = ["REASONS", "BatchResult", "assemble", "assemble_batch", "assemble_records", "decision_frame"]
+__all__ = [
+    "REASONS",
+    "BatchResult",
+    "FusedBatch",
+    "assemble",
+    "assemble_batch",
+    "assemble_records",
+    "decision_frame",
+    "fuse_batch",
+]
 
 REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage", "evidence_in_passage")
 
@@ -48,6 +57,37 @@ class BatchResult:
         return decision_frame(self)
 
 
+@dataclass(frozen=True)
+class FusedBatch:
+    """Everything before selection: the lanes as frames, the fused candidates, exact-dedup counts
+    per query, and what a policy reads besides the candidates. Selection is a pure function of
+    ``candidates`` and ``inputs``, so one fused batch can be selected under many policies."""
+
+    batch: LaneBatch
+    candidates: pl.DataFrame
+    dedup: pl.DataFrame
+    inputs: SelectionInputs
+
+
+def fuse_batch(records: Sequence[LaneRecord], reorder: Reorderer | None = None) -> FusedBatch:
+    """Lanes in and fusion for validated records, and the selection inputs (limits, tier widths,
+    citation locators and their measurements)."""
+    batch = build_batch(records)
+    fused, dedup = fuse(batch.candidates, batch.origins, batch.citations)
+    sizes = batch.citations.select(
+        utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
+    )
+    inputs = SelectionInputs(
+        citations=batch.citations.select("q", "source", "paragraph").with_row_index("citation_id"),
+        limits=[record.limits for record in records],
+        tier_widths=[tier_width(record.limits.max_items) for record in records],
+        citation_bytes=sizes["bytes"].to_list(),
+        citation_quarters=sizes["quarters"].to_list(),
+        reorder=reorder,
+    )
+    return FusedBatch(batch, fused, dedup, inputs)
+
+
 def assemble_records(
     records: Sequence[LaneRecord],
     *,
@@ -61,24 +101,13 @@ def assemble_records(
     rerank (section 11). ``reorders`` maps a query id to a fixed permutation of its survivors
     (replaying a reranker's answer); an invalid one leaves the deterministic order.
     """
-    batch = build_batch(records)
-    fused, dedup = fuse(batch.candidates, batch.origins, batch.citations)
-    citations = batch.citations.select(
-        utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
-    )
     index = {record.query_id: q for q, record in enumerate(records)}
     rerank = RerankStage(
         records, reranker, {index[qid]: order for qid, order in (reorders or {}).items() if qid in index}
     )
-    inputs = SelectionInputs(
-        citations=batch.citations.select("q", "source", "paragraph").with_row_index("citation_id"),
-        limits=[record.limits for record in records],
-        tier_widths=[tier_width(record.limits.max_items) for record in records],
-        citation_bytes=citations["bytes"].to_list(),
-        citation_quarters=citations["quarters"].to_list(),
-        reorder=rerank,
-    )
-    selection = get_policy(policy).select(fused, inputs)
+    fused = fuse_batch(records, rerank)
+    batch, dedup, inputs = fused.batch, fused.dedup, fused.inputs
+    selection = get_policy(policy).select(fused.candidates, inputs)
     dedup_dropped = [0] * len(records)
     for q, dropped in dedup.iter_rows():
         dedup_dropped[q] = dropped

@@ -15,17 +15,15 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from assembler.contract.jsontext import quarters_expr, utf8_bytes_expr
 from assembler.contract.request import Limits
 from assembler.evaluate.assembly import case_request, limit_overrides
 from assembler.evaluate.baseline import cut, truncate
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.loader import EvalSet
 from assembler.evaluate.metrics import Hit
+from assembler.pipeline import fuse_batch
 from assembler.selection import QualityPolicy, SelectionInputs, SelectionPolicy
-from assembler.stages.diversity import tier_width
-from assembler.stages.fuse import fuse
-from assembler.stages.lanes import build_batch, parse_record
+from assembler.stages.lanes import parse_record
 from assembler.stages.reorder import RerankStage
 
 __all__ = ["Prepared", "baseline_hits", "policy_hits", "prepare"]
@@ -50,20 +48,8 @@ def prepare(evalset: EvalSet, lanes: CaseLanes, limits: Limits) -> Prepared:
         parse_record(case_request(dump.raw, case.limit), overrides=overrides)
         for case, dump in zip(evalset.cases, lanes.records, strict=True)
     ]
-    batch = build_batch(records)
-    fused, _ = fuse(batch.candidates, batch.origins, batch.citations)
-    sizes = batch.citations.select(
-        utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
-    )
-    inputs = SelectionInputs(
-        citations=batch.citations.select("q", "source", "paragraph").with_row_index("citation_id"),
-        limits=[record.limits for record in records],
-        tier_widths=[tier_width(record.limits.max_items) for record in records],
-        citation_bytes=sizes["bytes"].to_list(),
-        citation_quarters=sizes["quarters"].to_list(),
-        reorder=RerankStage(records, None, {}),
-    )
-    return Prepared(limits, fused, inputs, tuple(case.limit for case in evalset.cases))
+    fused = fuse_batch(records, RerankStage(records, None, {}))
+    return Prepared(limits, fused.candidates, fused.inputs, tuple(case.limit for case in evalset.cases))
 
 
 def policy_hits(prepared: Prepared, policy: SelectionPolicy) -> list[list[Hit]]:
