@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import time
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from assembler import assemble_batch
+from benchmarks.harness import watched_child
 
 SIZES = (100, 1_000, 5_000, 20_000)
 SHAPES = ("grouped", "flat")
@@ -96,32 +96,11 @@ def _child(facts: int, shape: str) -> None:
 
 
 def _measure(facts: int, shape: str, timeout: float, max_rss_mib: float) -> tuple[str, str]:
-    """(wall seconds, peak RSS MiB) of one fresh subprocess, or why there is none.
-
-    The parent watches the child's RSS (psutil) and stops it above ``max_rss_mib`` or after
-    ``timeout`` seconds, so a quadratic run cannot take a shared machine down.
-    """
-    import psutil
-
+    """(wall seconds, peak RSS MiB) of one fresh subprocess, or why there is none."""
     command = [sys.executable, "-m", "benchmarks.bench_groups", "--child", str(facts), shape]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    watched = psutil.Process(proc.pid)
-    start, seen = time.monotonic(), 0.0
-    while proc.poll() is None:
-        try:
-            seen = max(seen, watched.memory_info().rss / 2**20)
-        except psutil.NoSuchProcess:
-            break
-        if seen > max_rss_mib or time.monotonic() - start > timeout:
-            proc.kill()
-            proc.wait()
-            why = f"> {max_rss_mib:.0f} MiB" if seen > max_rss_mib else f"> {timeout:.0f} s"
-            return f"stopped at {time.monotonic() - start:.0f} s ({why})", f"≥ {seen:.0f}"
-        time.sleep(0.05)
-    out = proc.stdout.read() if proc.stdout is not None else ""
-    if proc.returncode != 0:
-        return f"failed (exit {proc.returncode})", f"≥ {seen:.0f}"
-    result = json.loads(out.splitlines()[-1])
+    result, why, peak = watched_child(command, timeout, max_rss_mib)
+    if result is None:
+        return why, peak
     return f"{result['seconds']:.2f}", f"{result['peak_rss_MiB']:.0f}"
 
 

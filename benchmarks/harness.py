@@ -191,3 +191,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def watched_child(command: list[str], timeout: float, max_rss_mib: float) -> tuple[dict[str, Any] | None, str, str]:
+    """Run ``command`` (a child that prints one JSON line last) watching its RSS with psutil;
+    stop it above ``max_rss_mib`` or after ``timeout`` seconds, so a quadratic run cannot take a
+    shared machine down. Returns ``(its JSON, "", "")`` or ``(None, why it has none, "≥ peak MiB")``.
+    """
+    import psutil
+
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    watched = psutil.Process(proc.pid)
+    start, seen = time.monotonic(), 0.0
+    while proc.poll() is None:
+        try:
+            seen = max(seen, watched.memory_info().rss / 2**20)
+        except psutil.NoSuchProcess:
+            break
+        if seen > max_rss_mib or time.monotonic() - start > timeout:
+            proc.kill()
+            proc.wait()
+            why = f"> {max_rss_mib:.0f} MiB" if seen > max_rss_mib else f"> {timeout:.0f} s"
+            return None, f"stopped at {time.monotonic() - start:.0f} s ({why})", f"≥ {seen:.0f}"
+        time.sleep(0.05)
+    out = proc.stdout.read() if proc.stdout is not None else ""
+    if proc.returncode != 0:
+        return None, f"failed (exit {proc.returncode})", f"≥ {seen:.0f}"
+    result: dict[str, Any] = json.loads(out.splitlines()[-1])
+    return result, "", ""
