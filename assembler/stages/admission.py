@@ -9,9 +9,10 @@ measurements; nothing is serialized here.
 The walk is sequential within a query only: queries are independent. So a chunk's queries are
 walked side by side, one NumPy step per walk position (the k-th unit of every query that has
 one), with per-query running usage; a citation is charged by the first *admitted* unit of its
-query that brings it, kept as one "committed" flag per (query, citation) pair. When the steps
-would cover few queries each (a handful of queries with long walks) the per-query Python walk
-is cheaper and is used instead: see :data:`MIN_QUERIES_PER_STEP`.
+query that brings it, kept as one "committed" flag per (query, citation) pair. A vector step
+costs about as much as walking a dozen rows in Python and its setup about a thousand, so for
+small walks and for walks whose steps cover few queries each (a handful of queries with long
+walks) the per-query walk is cheaper and is used instead: see :data:`STEP_COST_ROWS`.
 """
 
 from __future__ import annotations
@@ -27,15 +28,25 @@ import polars as pl
 from assembler.contract.jsontext import tokens_from_quarters
 from assembler.contract.request import Limits
 
-__all__ = ["BUDGET_EXCEEDED", "GROUP_EXCEEDS_BUDGET", "MIN_QUERIES_PER_STEP", "Admission", "admit", "array_overhead"]
+__all__ = [
+    "BUDGET_EXCEEDED",
+    "GROUP_EXCEEDS_BUDGET",
+    "SETUP_COST_ROWS",
+    "STEP_COST_ROWS",
+    "Admission",
+    "admit",
+    "array_overhead",
+]
 
 BUDGET_EXCEEDED = "budget_exceeded"
 GROUP_EXCEEDS_BUDGET = "contradiction_group_exceeds_budget"
 
-#: The vectorized walk runs when its steps average at least this many units (queries) each:
-#: below it the NumPy calls of a step cost more than walking those units in Python
-#: (``benchmarks/bench_admission.py``).
-MIN_QUERIES_PER_STEP = 8
+#: The walk across queries runs when the walk frame has at least
+#: ``SETUP_COST_ROWS + STEP_COST_ROWS * walk positions`` rows: one vector step costs about as much
+#: CPU as walking 12 rows one query at a time, its setup about 1,200 (fitted on captured typical
+#: and worst-case walks of 8 to 256 queries, ``benchmarks/bench_admission.py``; docs/performance.md).
+STEP_COST_ROWS = 12
+SETUP_COST_ROWS = 1200
 
 _INT64_MAX = int(np.iinfo(np.int64).max)
 _Ints = npt.NDArray[np.int64]
@@ -79,12 +90,12 @@ def admit(
     ``unit``, ``unit_size``, ``item_bytes``, ``item_quarters`` and ``citation_ids``.
     ``limits`` is indexed by ``q``; the citation measurements by citation id.
     ``method``: ``"across"`` walks the queries side by side, ``"per_query"`` one at a time,
-    ``"auto"`` chooses by the walk's shape (:data:`MIN_QUERIES_PER_STEP`); the outcome is the same.
+    ``"auto"`` chooses by the walk's shape (:data:`STEP_COST_ROWS`); the outcome is the same.
     """
     if method not in ("auto", "across", "per_query"):
         raise ValueError(f"method must be 'auto', 'across' or 'per_query', got {method!r}")
     if walk.height and method != "per_query":
-        columns = _walk_columns(walk, 0 if method == "across" else MIN_QUERIES_PER_STEP)
+        columns = _walk_columns(walk, always=method == "across")
         if columns is not None:
             return _admit_across_queries(columns, walk["citation_ids"], limits, citation_bytes, citation_quarters)
     return admit_per_query(walk, limits, citation_bytes, citation_quarters)
@@ -213,10 +224,10 @@ class _Units:
     steps: int
 
 
-def _walk_columns(walk: pl.DataFrame, min_per_step: int) -> _Units | None:
-    """The units of ``walk`` if walking queries side by side pays (and the frame is well formed).
+def _walk_columns(walk: pl.DataFrame, *, always: bool) -> _Units | None:
+    """The units of ``walk`` if walking queries side by side pays, or ``always`` (and the frame is well formed).
 
-    ``None``: fewer than ``min_per_step`` units per walk position on average, or units that are
+    ``None``: too few rows for the walk positions (:data:`STEP_COST_ROWS`), or units that are
     not runs of ``unit_size`` rows of one ``(q, unit)`` with ascending ``q``, which the per-query
     walk handles as it always did.
     """
@@ -236,7 +247,7 @@ def _walk_columns(walk: pl.DataFrame, min_per_step: int) -> _Units | None:
     first = np.flatnonzero(query_head)
     rank = np.arange(len(q), dtype=np.int64) - np.repeat(first, np.diff(np.append(first, len(q))))
     steps = int(rank.max()) + 1
-    if len(q) < min_per_step * steps:
+    if not always and n < SETUP_COST_ROWS + STEP_COST_ROWS * steps:
         return None
     item_bytes = walk["item_bytes"].cast(pl.Int64).to_numpy()
     item_quarters = walk["item_quarters"].cast(pl.Int64).to_numpy()
@@ -326,13 +337,15 @@ def _admit_across_queries(
     bytes_at = np.zeros(n_units, dtype=np.int64)
     quarters_at = np.zeros(n_units, dtype=np.int64)
 
+    unit_bounds = step_ptr.tolist()
+    entry_bounds = entry_ptr[step_ptr].tolist()
     for k in range(units.steps):
-        u0, u1 = int(step_ptr[k]), int(step_ptr[k + 1])
+        u0, u1 = unit_bounds[k], unit_bounds[k + 1]
+        e0, e1 = entry_bounds[k], entry_bounds[k + 1]
         qk = step_q[u0:u1]
         next_items = items[qk] + step_size[u0:u1]
         unit_bytes = step_bytes[u0:u1]
         unit_quarters = step_quarters[u0:u1]
-        e0, e1 = int(entry_ptr[u0]), int(entry_ptr[u1])
         if e1 > e0:
             pairs = entry_pair[e0:e1]
             new = ~committed[pairs]

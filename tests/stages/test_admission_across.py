@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler.contract.request import Limits
-from assembler.stages.admission import BUDGET_EXCEEDED, GROUP_EXCEEDS_BUDGET, MIN_QUERIES_PER_STEP, admit
+from assembler.stages.admission import BUDGET_EXCEEDED, GROUP_EXCEEDS_BUDGET, SETUP_COST_ROWS, STEP_COST_ROWS, admit
 from tests.stages.test_admission import (
     GENEROUS,
     Member,
@@ -85,13 +85,16 @@ def test_walking_queries_side_by_side_matches_walking_them_one_at_a_time(
         offset += rows
 
 
-@settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(unit_lists, limit_values), min_size=MIN_QUERIES_PER_STEP, max_size=24), citation_sizes)
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(unit_lists, limit_values), min_size=1, max_size=6), citation_sizes)
 def test_the_automatic_choice_gives_the_per_query_outcome_on_wide_batches(
     queries: list[tuple[list[list[Member]], Limits]], citation_bytes: list[int]
 ) -> None:
-    frame = walk_frame([(q, units) for q, (units, _) in enumerate(queries)])
-    limits = [limits for _, limits in queries]
+    # The queries repeated until the batch has rows enough for "auto" to walk it side by side.
+    rows = max(1, sum(len(unit) for units, _ in queries for unit in units))
+    wide = queries * (1 + (SETUP_COST_ROWS + STEP_COST_ROWS * 8) // rows)
+    frame = walk_frame([(q, units) for q, (units, _) in enumerate(wide)])
+    limits = [limits for _, limits in wide]
     assert admit(frame, limits, citation_bytes, citation_bytes) == admit(
         frame, limits, citation_bytes, citation_bytes, method="per_query"
     )
