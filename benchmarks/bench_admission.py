@@ -15,10 +15,12 @@ Each outcome is asserted equal to the reference's before timing.
 
     python -m pytest benchmarks/bench_admission.py --benchmark-only --benchmark-timer time.process_time
     python -m benchmarks.bench_admission          # the same comparison as a small table, no pytest
+    python -m benchmarks.bench_admission --sweep  # both walks on 8 to 128 queries: where they cross
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -31,7 +33,7 @@ import pytest
 from assembler import assemble_batch
 from assembler.contract.request import Limits
 from assembler.selection import base
-from assembler.stages.admission import Admission, admit
+from assembler.stages.admission import SETUP_COST_ROWS, STEP_COST_ROWS, Admission, admit
 from tests.oracle.pools import generate_records
 
 #: name: (profile, queries, seed)
@@ -49,17 +51,17 @@ WalkArgs = tuple[pl.DataFrame, list[Limits], list[int], list[int]]
 def captured_walk(profile: str, queries: int, seed: int) -> WalkArgs:
     """The arguments the pipeline passes to ``admit`` when it assembles these records in one chunk."""
     seen: list[WalkArgs] = []
-    original = base.admit
+    original: Callable[..., Admission] = getattr(base, "admit")  # noqa: B009 (the module global admit_units calls)
 
     def spy(walk: pl.DataFrame, limits: Sequence[Limits], cb: Sequence[int], cq: Sequence[int], **kw: Any) -> Admission:
         seen.append((walk, list(limits), list(cb), list(cq)))
         return original(walk, limits, cb, cq, **kw)
 
-    base.admit = spy  # type: ignore[assignment]
+    setattr(base, "admit", spy)  # noqa: B010
     try:
         assemble_batch(generate_records(queries, seed=seed, profile=profile))
     finally:
-        base.admit = original
+        setattr(base, "admit", original)  # noqa: B010
     (args,) = seen
     return args
 
@@ -92,8 +94,41 @@ def test_admission_walk(benchmark: Any, shape: str, method: str) -> None:
     benchmark.pedantic(run, rounds=30, warmup_rounds=2)
 
 
-def main() -> int:
+def fastest_cpu(run: Callable[[], Admission], rounds: int = 30) -> tuple[float, float]:
+    """Fastest and median CPU seconds of ``rounds`` calls."""
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        run()
+        times.append(time.process_time() - started)
+    times.sort()
+    return times[0], times[len(times) // 2]
+
+
+def sweep() -> None:
+    """Both walks on captured walks of 8 to 128 queries, and the one ``admit`` picks."""
+    print("| profile | queries | rows | walk positions | rows per position | per query ms | across ms | auto picks |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for profile, queries in [("worst", n) for n in (8, 16, 24, 32)] + [("typical", n) for n in (16, 32, 64, 128)]:
+        args = captured_walk(profile, queries, 9000 + queries)
+        info = shape_info(args)
+        rows, steps = info["rows"], info["walk_positions"]
+        per_query = fastest_cpu(runner("reference", args), 25)[0]
+        across = fastest_cpu(runner("across", args), 25)[0]
+        pick = "across" if rows >= SETUP_COST_ROWS + STEP_COST_ROWS * steps else "per query"
+        print(
+            f"| {profile} | {queries} | {rows} | {steps} | {rows / steps:.0f} | {1e3 * per_query:.2f} "
+            f"| {1e3 * across:.2f} | {pick} |"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     """Print the fastest and median CPU time of each method on each shape (30 rounds)."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_admission", description=__doc__.split("\n")[0])
+    parser.add_argument("--sweep", action="store_true", help="where the two walks cross, by walk shape")
+    if parser.parse_args(argv).sweep:
+        sweep()
+        return 0
     print("| walk | queries | rows | units | walk positions | method | min CPU ms | median CPU ms | vs reference |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|")
     for shape, spec in SHAPES.items():
@@ -104,17 +139,11 @@ def main() -> int:
         for method in METHODS:
             run = runner(method, args)
             assert run() == expected
-            times = []
-            for _ in range(30):
-                started = time.process_time()
-                run()
-                times.append(time.process_time() - started)
-            times.sort()
-            best[method] = times[0]
+            fastest, median = fastest_cpu(run)
+            best[method] = fastest
             print(
                 f"| {shape} | {info['queries']} | {info['rows']} | {info['units']} | {info['walk_positions']} "
-                f"| {method} | {1e3 * times[0]:.2f} | {1e3 * times[len(times) // 2]:.2f} "
-                f"| {best['reference'] / times[0]:.2f}× |"
+                f"| {method} | {1e3 * fastest:.2f} | {1e3 * median:.2f} | {best['reference'] / fastest:.2f}× |"
             )
     return 0
 
