@@ -25,6 +25,38 @@ from tests.oracle.pools import generate_records, iter_records, write_jsonl
 
 STAGE_PARENTS = ("run_assembly", "assemble_table", "assemble_records", "select", "suppress", "duplicate_positions")
 
+# The pipeline's stages by the functions that do them: a frame's time goes to the nearest
+# enclosing (or own) stage function, so each second is counted once ("other" rows: a caller's
+# own code and the calls not listed).
+STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
+    ("run: opening and closing outputs, other", (("run_assembly", "run/local.py"),)),
+    ("reading input chunks (`read_tables`)", (("read_tables", "run/batch.py"),)),
+    ("chunk bookkeeping (`assemble_table`, other)", (("assemble_table", "run/batch.py"),)),
+    ("parsing and validating records (`iter_records`)", (("iter_records", "run/records.py"),)),
+    ("candidate frames (`build_batch`)", (("build_batch", "stages/lanes.py"),)),
+    ("fusion (`fuse`)", (("fuse", "stages/fuse.py"),)),
+    ("near-duplicates (`suppress`)", (("suppress", "stages/neardup.py"),)),
+    (
+        "selection: contradiction groups (`group_contradictions`, `survivor_positions`)",
+        (("group_contradictions", "stages/groups.py"), ("survivor_positions", "selection/base.py")),
+    ),
+    ("selection: item texts and sizes (`build_items`)", (("build_items", "stages/package.py"),)),
+    ("selection: diversity tiers (`tier_units`)", (("tier_units", "stages/diversity.py"),)),
+    ("selection: admission walk (`admit`)", (("admit", "stages/admission.py"),)),
+    ("selection: other (joins, decision frame, group texts)", (("select", "selection/contract.py"),)),
+    (
+        "package texts (`_per_query_texts`, `render_package`, `lanes_plan_text`, `_summaries`)",
+        (
+            ("_per_query_texts", "pipeline.py"),
+            ("render_package", "stages/package.py"),
+            ("lanes_plan_text", "stages/plan.py"),
+            ("_summaries", "pipeline.py"),
+        ),
+    ),
+    ("`assemble_records`: other (citation sizes, package loop)", (("assemble_records", "pipeline.py"),)),
+    ("output writing (`PackageSink.write`)", (("write", "run/outputs.py"),)),
+)
+
 
 def _walk(frame: Any, parent: Any = None) -> Iterator[tuple[Any, Any]]:
     yield frame, parent
@@ -67,6 +99,29 @@ def summarize(root: Any, top: int) -> tuple[list[tuple[str, float]], list[tuple[
     return hot, [s for s in staged if s[1] >= 0.01 * root.time]
 
 
+def _stage_of(frame: Any) -> str | None:
+    path = frame.file_path or ""
+    for label, functions in STAGES:
+        if any(frame.function == name and path.endswith(suffix) for name, suffix in functions):
+            return label
+    return None
+
+
+def stage_times(root: Any) -> dict[str, float]:
+    """Seconds per pipeline stage (:data:`STAGES`), each sample counted once: in its nearest stage."""
+    times: dict[str, float] = defaultdict(float)
+    pending: list[tuple[Any, str | None]] = [(root, None)]
+    while pending:
+        frame, enclosing = pending.pop()
+        own = None if frame.is_synthetic else _stage_of(frame)
+        if own is not None:
+            times[own] += frame.time
+            if enclosing is not None:
+                times[enclosing] -= frame.time
+        pending.extend((child, own or enclosing) for child in frame.children)
+    return times
+
+
 def profile_file(source: Path, scratch: Path, name: str, top: int) -> list[str]:
     from pyinstrument import Profiler
 
@@ -81,14 +136,24 @@ def profile_file(source: Path, scratch: Path, name: str, top: int) -> list[str]:
     cpu = time.process_time() - cpu
     out.unlink()
     session = profiler.last_session
+    assert session is not None, "pyinstrument recorded no session"
     (scratch / f"{name}.pyinstrument.txt").write_text(profiler.output_text(unicode=True, show_all=True))
     root = session.root_frame()
+    assert root is not None, "pyinstrument recorded no samples"
     hot, stages = summarize(root, top)
     total = root.time
+    by_stage = stage_times(root)
     lines = [
         f"### {name}",
         "",
         f"Wall {session.duration:.2f} s, CPU {cpu:.2f} s (process time, all threads), {session.sample_count} samples.",
+        "",
+        "| pipeline stage (each sample counted once) | seconds | share |",
+        "|---|---:|---:|",
+        *[
+            f"| {label} | {by_stage.get(label, 0.0):.2f} | {100 * by_stage.get(label, 0.0) / total:.1f} % |"
+            for label, _ in STAGES
+        ],
         "",
         "| stage (caller > callee) | seconds | share |",
         "|---|---:|---:|",
