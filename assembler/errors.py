@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["AssemblerError", "InputError", "RecordError", "UsageError", "shown"]
+__all__ = ["AssemblerError", "InputError", "OutputError", "RecordError", "UsageError", "shown"]
 
 SHOWN_LIMIT = 80
 """How many characters of an input key or id a message echoes before ``…(N more)``."""
@@ -62,6 +62,12 @@ class AssemblerError(Exception):
     """The base of the library's errors; ``exit_status`` is what the command line returns for it."""
 
     exit_status: ClassVar[int] = 2
+
+
+class OutputError(AssemblerError):
+    """An output could not be created or written (disk full, permission denied, I/O error): exit 1."""
+
+    exit_status: ClassVar[int] = 1
 
 
 class UsageError(AssemblerError):

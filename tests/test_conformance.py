@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from assembler import assemble_batch
-from assembler.run.io import package_line
+from assembler.run.outputs import package_line
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "conformance"
 FIXTURES = DATA / "fixtures"  # the shared fixtures, committed verbatim

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.evaluate.errors import EvaluateError
-from assembler.run.io import AtomicFile
+from assembler.run.atomic import AtomicFile
 
 __all__ = [
     "case_value",

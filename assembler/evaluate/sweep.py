@@ -31,7 +31,7 @@ from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.harness import RunConfig, limits_json, resolve_budget, run_artifact
 from assembler.evaluate.loader import EvalSet
-from assembler.run.io import AtomicFile
+from assembler.run.atomic import AtomicFile
 
 __all__ = ["Budget", "SweepResult", "parse_budgets", "run_sweep", "swept_key", "write_sweep"]
 

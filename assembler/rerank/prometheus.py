@@ -26,7 +26,7 @@ from prometheus_client.registry import Collector
 
 from assembler.rerank.breaker import CircuitBreaker
 from assembler.rerank.provider import OUTCOMES
-from assembler.run.io import AtomicFile
+from assembler.run.atomic import AtomicFile
 
 __all__ = ["DURATION_BUCKETS", "PREFIX", "RerankMetrics"]
 

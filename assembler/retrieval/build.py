@@ -29,7 +29,7 @@ from assembler.retrieval.inputs import (
     read_summaries,
 )
 from assembler.retrieval.text import question_entities
-from assembler.run.io import AtomicFile
+from assembler.run.atomic import AtomicFile
 
 __all__ = [
     "Settings",

@@ -9,7 +9,7 @@ An input table has one of two forms (docs/scaling.md):
 
 * **JSON Lines**: a column ``json_line`` (binary or string), one lane-dump line per row, as read
   from the file without its newline. Blank or null rows are skipped, as blank lines are.
-* **Parquet**: the lane-dump columns themselves (``assembler.run.io.LANE_DUMP_SCHEMA``, or any table
+* **Parquet**: the lane-dump columns themselves (``assembler.run.schemas.LANE_DUMP_SCHEMA``, or any table
   whose rows read as lane-dump objects; null means absent).
 
 Either form may carry ``source_file`` (string) and ``source_line`` (1-based line or row) to name
@@ -32,7 +32,6 @@ import pyarrow.parquet as pq
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import BatchResult, assemble_records
 from assembler.run.io import (
-    PACKAGE_SCHEMA,
     RawRecord,
     check_unique_columns,
     is_parquet,
@@ -45,6 +44,7 @@ from assembler.run.io import (
 )
 from assembler.run.paths import shown
 from assembler.run.records import iter_records
+from assembler.run.schemas import PACKAGE_SCHEMA
 from assembler.selection import CONTRACT, SelectionPolicy
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ REJECTED_SCHEMA = pa.schema(
 class ArrowResult:
     """One batch assembled.
 
-    ``packages`` (``assembler.run.io.PACKAGE_SCHEMA``) has one row per accepted record and
+    ``packages`` (``assembler.run.schemas.PACKAGE_SCHEMA``) has one row per accepted record and
     ``rejected`` (:data:`REJECTED_SCHEMA`) one per rejected record, each in input order;
     ``package_rows`` / ``rejected_rows`` give each row's index in the input table. ``batch`` is
     the pipeline's own result (package texts as Python strings, decisions, summaries).
@@ -176,7 +176,7 @@ def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawReco
 
 
 def packages_table(result: BatchResult) -> pa.Table:
-    """The packages of a batch as ``assembler.run.io.PACKAGE_SCHEMA`` rows, in input order."""
+    """The packages of a batch as ``assembler.run.schemas.PACKAGE_SCHEMA`` rows, in input order."""
     summaries = result.summaries.drop("query_id").to_arrow()
     columns: dict[str, Any] = {"query_id": result.query_ids, "package": result.packages}
     columns.update({name: summaries.column(name) for name in summaries.column_names})

@@ -19,12 +19,13 @@ import pyarrow.parquet as pq
 
 from assembler.contract import wire
 from assembler.run.batch import assemble_table, read_tables, rejected_entries
-from assembler.run.io import LANE_DUMP_SCHEMA, Inputs, RawRecord, input_paths, is_parquet, read_raw
+from assembler.run.io import Inputs, RawRecord, input_paths, is_parquet, read_raw
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
 from assembler.run.records import iter_records
+from assembler.run.schemas import LANE_DUMP_SCHEMA
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
 
 __all__ = ["convert", "run_assembly"]

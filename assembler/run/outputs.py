@@ -15,13 +15,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler.assess.packages import assessed_line, assessment_texts
+from assembler.contract.jsontext import escape_string
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import REASONS, BatchResult
+from assembler.run.atomic import AtomicFile
 from assembler.run.batch import packages_table, summary_counts
-from assembler.run.io import PACKAGE_SCHEMA, AtomicFile, RawRecord, package_line
+from assembler.run.io import RawRecord
 from assembler.run.options import OnError
+from assembler.run.schemas import PACKAGE_SCHEMA
 
-__all__ = ["PackageSink", "Rejects", "RunSummary", "package_lines", "run_outputs"]
+__all__ = ["PackageSink", "Rejects", "RunSummary", "package_line", "package_lines", "run_outputs"]
 
 
 @dataclass
@@ -59,6 +62,11 @@ class RunSummary:
         self.search_limit_cuts += counts["search_limit_cuts"]
         for reason in REASONS:
             self.omitted[reason] += counts[f"omitted_{reason}"]
+
+
+def package_line(query_id: str, package: str) -> str:
+    """One output line: ``{"query_id":<id>,"package":<package>}``."""
+    return f'{{"query_id":{escape_string(query_id)},"package":{package}}}\n'
 
 
 class Rejects:

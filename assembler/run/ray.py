@@ -31,17 +31,10 @@ import pyarrow.parquet as pq
 
 from assembler.errors import RecordError, UsageError
 from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts
-from assembler.run.io import (
-    PACKAGE_SCHEMA,
-    Inputs,
-    RawRecord,
-    check_unique_columns,
-    input_paths,
-    is_parquet,
-    jsonl_lines,
-)
+from assembler.run.io import Inputs, RawRecord, check_unique_columns, input_paths, is_parquet, jsonl_lines
 from assembler.run.options import DEFAULT_CHUNK_SIZE, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, run_outputs
+from assembler.run.schemas import PACKAGE_SCHEMA
 from assembler.selection import CONTRACT, SelectionPolicy
 from assembler.stages.lanes import DUPLICATE_RULE
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from assembler.errors import UsageError
-from assembler.run.io import AtomicFile, OutputError, remove_stale_temps, temp_pattern
+from assembler.errors import OutputError, UsageError
+from assembler.run.atomic import AtomicFile, remove_stale_temps, temp_pattern
 
 DEV_FULL = Path("/dev/full")
 

@@ -21,8 +21,9 @@ from assembler.run.batch import (
     record_texts,
     rejected_entries,
 )
-from assembler.run.io import PACKAGE_SCHEMA, package_line
 from assembler.run.local import convert, run_assembly
+from assembler.run.outputs import package_line
+from assembler.run.schemas import PACKAGE_SCHEMA
 
 if TYPE_CHECKING:
     from tests.conftest import JsonlWriter, RecordFactory

@@ -12,7 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from assembler.errors import UsageError
-from assembler.run.io import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA, AtomicFile, is_parquet, read_raw
+from assembler.run.atomic import AtomicFile
+from assembler.run.io import is_parquet, read_raw
+from assembler.run.schemas import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA
 
 if TYPE_CHECKING:
     from tests.conftest import JsonlWriter, RecordFactory, Rejector

@@ -12,9 +12,9 @@ import pytest
 
 from assembler.errors import InputError, UsageError
 from assembler.pipeline import REASONS
-from assembler.run.io import package_line
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import RunOptions
+from assembler.run.outputs import package_line
 
 if TYPE_CHECKING:
     from tests.conftest import JsonlWriter, Line, RecordFactory

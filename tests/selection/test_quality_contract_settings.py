@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler.pipeline import assemble_records
-from assembler.run.io import package_line
+from assembler.run.outputs import package_line
 from assembler.selection import CONTRACT
 from assembler.selection.quality import QualityPolicy
 from assembler.stages.lanes import LaneRecord, parse_record
