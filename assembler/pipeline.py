@@ -30,6 +30,7 @@ __all__ = [
     "assemble_records",
     "decision_frame",
     "fuse_batch",
+    "package_plans",
 ]
 
 REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage", "evidence_in_passage")
@@ -50,6 +51,11 @@ class BatchResult:
     packages: list[str]
     summaries: pl.DataFrame
     selection: pl.DataFrame = field(repr=False)
+
+    @cached_property
+    def plans(self) -> pl.DataFrame:
+        """One row per query: its limits and ``plan.selection`` numbers (:func:`package_plans`)."""
+        return package_plans(self)
 
     @cached_property
     def decisions(self) -> pl.DataFrame:
@@ -233,8 +239,8 @@ _SEP = "\x00"
 _LANE_RANKS = pl.List(pl.Struct({"lane": pl.String, "rank": pl.Int64}))
 
 
-def _query_limits(result: BatchResult) -> pl.DataFrame:
-    """Per ``q``: the resolved limits and the tier width, as each package reports them."""
+def package_plans(result: BatchResult) -> pl.DataFrame:
+    """Per ``q``: the resolved limits and the ``plan.selection`` numbers, as each package reports them."""
     plans = [json.loads(text) for text in result.packages]
     return pl.DataFrame(
         {
@@ -242,16 +248,12 @@ def _query_limits(result: BatchResult) -> pl.DataFrame:
             "max_items": [p["budget"]["limits"]["max_items"] for p in plans],
             "max_bytes": [p["budget"]["limits"]["max_bytes"] for p in plans],
             "max_tokens": [p["budget"]["limits"]["max_tokens"] for p in plans],
+            "dedup_dropped": [p["plan"]["selection"]["dedup_dropped"] for p in plans],
+            "contradiction_groups": [p["plan"]["selection"]["contradiction_groups"] for p in plans],
             "tier_width": [p["plan"]["selection"]["diversity_tier_width"] for p in plans],
         },
-        schema={
-            "q": pl.UInt32,
-            "max_items": pl.Int64,
-            "max_bytes": pl.Int64,
-            "max_tokens": pl.Int64,
-            "tier_width": pl.Int64,
-        },
-    )
+        schema_overrides={"q": pl.UInt32},
+    ).with_columns(pl.exclude("q").cast(pl.Int64))
 
 
 def _walk_columns(frame: pl.DataFrame) -> pl.DataFrame:
@@ -281,7 +283,7 @@ def decision_frame(result: BatchResult) -> pl.DataFrame:
     ids = pl.DataFrame(
         {"q": range(len(result.query_ids)), "query_id": result.query_ids}, schema_overrides={"q": pl.UInt32}
     )
-    queries = _query_limits(result)
+    queries = result.plans.select("q", "max_items", "max_bytes", "max_tokens", "tier_width")
     survivors = decisions.select(
         "q", pl.col("candidate_id").alias("duplicate_of"), pl.col("fused_rank").alias("duplicate_of_rank")
     )

@@ -12,7 +12,6 @@ no selection rule is written a second time here.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +20,9 @@ from typing import Any
 import polars as pl
 
 from assembler.contract.request import resolve_limits
-from assembler.errors import InputError, RecordError
 from assembler.pipeline import REASONS, BatchResult, assemble_records
 from assembler.run.io import RawRecord, read_raw
-from assembler.run.records import iter_records
+from assembler.run.records import iter_records, stop_at_first
 from assembler.selection import CONTRACT, SelectionPolicy
 from assembler.stages.fuse import fuse
 from assembler.stages.lanes import LANE_NAMES, LaneBatch, LaneRecord, build_batch, drop_nulls
@@ -48,10 +46,6 @@ Source = str | Path | pl.DataFrame | Iterable[Mapping[str, Any] | LaneRecord]
 """A lane dump: a JSON Lines or Parquet path, a frame of lane-dump rows, parsed objects or records."""
 
 
-def _stop(_raw: RawRecord, error: RecordError) -> None:
-    raise InputError(error)
-
-
 def with_limits(record: LaneRecord, overrides: Mapping[str, int] | None) -> LaneRecord:
     """``record`` with its budget resolved again under ``overrides`` (as ``--max-*`` would)."""
     return dataclasses.replace(record, limits=resolve_limits(record.request.budget, dict(overrides or {})))
@@ -73,7 +67,7 @@ def load_records(source: Source, overrides: Mapping[str, int] | None = None) -> 
         if all(isinstance(item, LaneRecord) for item in items):
             return [with_limits(item, options) if options else item for item in items if isinstance(item, LaneRecord)]
         raws = (RawRecord("<memory>", i, item, "") for i, item in enumerate(items, 1))
-    return [record for _, record in iter_records(raws, _stop, options)]
+    return [record for _, record in iter_records(raws, stop_at_first, options)]
 
 
 def without_lane(records: Iterable[Mapping[str, Any]], lane: str) -> list[dict[str, Any]]:
@@ -89,23 +83,10 @@ def without_lane(records: Iterable[Mapping[str, Any]], lane: str) -> list[dict[s
 
 def query_frame(result: BatchResult) -> pl.DataFrame:
     """One row per query: ``summaries`` plus the limits and selection plan of its package."""
-    plans = [json.loads(text) for text in result.packages]
-    extra = pl.DataFrame(
-        {
-            "q": range(len(plans)),
-            "max_items": [p["budget"]["limits"]["max_items"] for p in plans],
-            "max_bytes": [p["budget"]["limits"]["max_bytes"] for p in plans],
-            "max_tokens": [p["budget"]["limits"]["max_tokens"] for p in plans],
-            "dedup_dropped": [p["plan"]["selection"]["dedup_dropped"] for p in plans],
-            "contradiction_groups": [p["plan"]["selection"]["contradiction_groups"] for p in plans],
-            "tier_width": [p["plan"]["selection"]["diversity_tier_width"] for p in plans],
-        },
-        schema_overrides={"q": pl.UInt32},
-    ).with_columns(pl.exclude("q").cast(pl.Int64))
     counts = result.selection.group_by("q").agg(pl.len().cast(pl.Int64).alias("candidates"))
     return (
         result.summaries.with_columns(q=pl.int_range(pl.len(), dtype=pl.UInt32))
-        .join(extra, on="q")
+        .join(result.plans, on="q")
         .join(counts, on="q", how="left")
         .with_columns(pl.col("candidates").fill_null(0))
         .select("query_id", "q", pl.exclude("query_id", "q"))
