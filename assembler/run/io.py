@@ -16,7 +16,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import IO, Any
@@ -267,28 +267,41 @@ def _locate_number(text: str, name: str, number: int) -> RecordError:
         )
     except ValueError:  # also broken elsewhere: the number problem without a field
         value = None
-    found = _first_refused(value, "")
+    found = _first_bad(value, "", _refused_rule)
     ids = [item for key, item in value if key == "query_id"] if isinstance(value, _Pairs) else []
     query_id = ids[-1] if ids and isinstance(ids[-1], str) else None
     field, rule = found if found is not None else ("", "a number cannot be read")
     return RecordError(name, number, query_id, field, rule)
 
 
-def _first_refused(value: Any, path: str) -> tuple[str, str] | None:
-    """``(field, rule)`` of the first refused number of a second-parse value (depth bounded by MAX_DEPTH)."""
-    if isinstance(value, _Refused):
-        return path, value.rule
+def _first_bad(value: Any, path: str, rule_of: Callable[[Any], str | None]) -> tuple[str, str] | None:
+    """``(field, rule)`` of the first value (in document order) that ``rule_of`` refuses, walking
+    objects (dicts, or the second parse's key/value pairs) and arrays; depth is bounded by the
+    callers (:data:`MAX_DEPTH` for JSON, the schema for Parquet)."""
+    rule = rule_of(value)
+    if rule is not None:
+        return path, rule
     if isinstance(value, _Pairs):
-        items = ((key_path(path, key), item) for key, item in value)
+        items: Iterable[tuple[str, Any]] = ((key_path(path, key), item) for key, item in value)
+    elif isinstance(value, dict):
+        items = ((key_path(path, key), item) for key, item in value.items())
     elif isinstance(value, list):
         items = ((join_path(path, f"[{index}]"), item) for index, item in enumerate(value))
     else:
         return None
     for item_path, item in items:
-        found = _first_refused(item, item_path)
+        found = _first_bad(item, item_path, rule_of)
         if found is not None:
             return found
     return None
+
+
+def _refused_rule(value: Any) -> str | None:
+    return value.rule if isinstance(value, _Refused) else None
+
+
+def _non_finite_rule(value: Any) -> str | None:
+    return non_finite_rule(value) if type(value) is float and value - value else None
 
 
 # --- Parquet rows ------------------------------------------------------------------------------
@@ -412,7 +425,7 @@ def parquet_record(file: str, line: int, value: Any, problem: tuple[str, str] | 
     try:
         clean = drop_nulls(value)
         if problem is None and _has_non_finite(clean):
-            problem = _non_finite_field(clean, "")
+            problem = _first_bad(clean, "", _non_finite_rule)  # JSON's wording
     except MemoryError:
         raise
     except Exception as exc:
@@ -432,23 +445,6 @@ def _has_non_finite(value: Any) -> bool:
     if type(value) is list:
         return any(map(_has_non_finite, value))
     return False
-
-
-def _non_finite_field(value: Any, path: str) -> tuple[str, str] | None:
-    """``(field, rule)`` of the first NaN or infinity of a row (JSON's wording)."""
-    if type(value) is float and value - value:
-        return path, non_finite_rule(value)
-    if type(value) is dict:
-        items: Iterable[tuple[str, Any]] = ((key_path(path, key), item) for key, item in value.items())
-    elif type(value) is list:
-        items = ((join_path(path, f"[{index}]"), item) for index, item in enumerate(value))
-    else:
-        return None
-    for item_path, item in items:
-        found = _non_finite_field(item, item_path)
-        if found is not None:
-            return found
-    return None
 
 
 def _json_default(value: Any) -> Any:
