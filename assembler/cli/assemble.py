@@ -123,9 +123,7 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    output_format: OutputFormat = args.format or ("parquet" if is_parquet(args.output) else "jsonl")
-    if output_format == "parquet" and args.output == "-":
-        raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    output_format = _output_format(args, known_suffixes_only=False)
     inputs = _inputs(args)
     refuse_same_files(
         {"input": inputs, "--policy-config": args.policy_config},
@@ -165,25 +163,29 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 
 
-def _convert_format(args: argparse.Namespace) -> OutputFormat:
-    """``--format``, else the output's extension; an unknown extension is refused (a CSV name
-    would otherwise get JSON Lines)."""
+def _output_format(args: argparse.Namespace, *, known_suffixes_only: bool) -> OutputFormat:
+    """``--format``, else the output's extension (``.parquet``/``.pq``, else JSON Lines). With
+    ``known_suffixes_only`` (``convert``) an extension that names no format is refused: a CSV name
+    would otherwise get JSON Lines. Parquet cannot stream to standard output."""
+    output_format: OutputFormat
     if args.format is not None:
-        return args.format  # type: ignore[no-any-return]
-    if is_parquet(args.output):
-        return "parquet"
-    if args.output == "-" or args.output.endswith(JSONL_SUFFIXES):
-        return "jsonl"
-    raise UsageError(
-        f"cannot tell the format of {args.output!r} from its extension (.parquet/.pq or .jsonl/.ndjson/.json): "
-        "give --format parquet or --format jsonl"
-    )
+        output_format = args.format
+    elif is_parquet(args.output):
+        output_format = "parquet"
+    elif not known_suffixes_only or args.output == "-" or args.output.endswith(JSONL_SUFFIXES):
+        output_format = "jsonl"
+    else:
+        raise UsageError(
+            f"cannot tell the format of {args.output!r} from its extension (.parquet/.pq or .jsonl/.ndjson/.json): "
+            "give --format parquet or --format jsonl"
+        )
+    if output_format == "parquet" and args.output == "-":
+        raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    return output_format
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    output_format = _convert_format(args)
-    if output_format == "parquet" and args.output == "-":
-        raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
+    output_format = _output_format(args, known_suffixes_only=True)
     refuse_same_files({"input": args.inputs}, {"-o": args.output, "--errors": errors_path(args)})
     summary = convert(
         args.inputs,
