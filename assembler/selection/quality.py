@@ -74,17 +74,6 @@ EVIDENCE_IN_PASSAGE = "evidence_in_passage"
 MIN_WORDS = 3
 
 
-def word_matches(normalized: list[str]) -> npt.NDArray[np.bool_]:
-    """Pairs whose word sets also reach the Dice threshold, or where either text is too short.
-
-    The whole ``n x n`` matrix (for tests and analysis); the pipeline asks :func:`word_test`
-    only about the pairs the bigram rule already matches.
-    """
-    test = word_test(normalized)
-    n = len(normalized)
-    return np.array([[test(i, j) for j in range(n)] for i in range(n)], dtype=np.bool_).reshape(n, n)
-
-
 def word_test(normalized: Sequence[str]) -> PairTest:
     """Rule 4's pair test: ``test(i, j)`` is True when either text has fewer than :data:`MIN_WORDS`
     distinct words or their word sets' Dice ``2.0 * shared / (|A| + |B|)`` reaches the threshold.
