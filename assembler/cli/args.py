@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from assembler.errors import UsageError
+from assembler.selection import SelectionPolicy, get_policy, load_policy_config
+
 __all__ = [
     "BUDGET_KEYS",
     "add_budget_flags",
@@ -13,6 +16,7 @@ __all__ = [
     "errors_path",
     "integer_at_least",
     "non_negative_integer",
+    "policy_from_flags",
     "positive_integer",
 ]
 
@@ -86,3 +90,15 @@ def errors_path(args: argparse.Namespace) -> str | None:
     if args.errors:
         return str(args.errors)
     return "rejected.jsonl" if args.output == "-" else f"{args.output}.errors.jsonl"
+
+
+def policy_from_flags(policy: str | None, policy_config: str | None) -> SelectionPolicy:
+    """``--policy`` (default contract), or the tuned quality setting of ``--policy-config``, which
+    tunes ``quality`` only."""
+    if policy_config is None:
+        return get_policy(policy or "contract")
+    if policy not in (None, "quality"):
+        raise UsageError(
+            f"--policy-config tunes the quality policy: give --policy quality or leave --policy out, not {policy!r}"
+        )
+    return load_policy_config(policy_config)

@@ -15,7 +15,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler.analysis.explain import render_explanation
-from assembler.cli.args import add_budget_flags, add_errors_flags, budget_overrides, errors_path, positive_integer
+from assembler.cli.args import (
+    add_budget_flags,
+    add_errors_flags,
+    budget_overrides,
+    errors_path,
+    policy_from_flags,
+    positive_integer,
+)
 from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_args
 from assembler.errors import UsageError
 from assembler.pipeline import assemble_records
@@ -26,7 +33,7 @@ from assembler.run.outputs import RunSummary
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus
 from assembler.run.records import iter_records, stop_at_first
-from assembler.selection import SelectionPolicy, get_policy, load_policy_config, policies
+from assembler.selection import policies
 
 if TYPE_CHECKING:
     from assembler.rerank.reranker import ProviderReranker
@@ -115,7 +122,7 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
         errors_path=errors_path(args),
         chunk_size=args.chunk_size,
         chunk_bytes=args.chunk_bytes or DEFAULT_CHUNK_BYTES,
-        policy=_policy(args),
+        policy=policy_from_flags(args.policy, args.policy_config),
         assess=args.assess,
         reranker=reranker,
         workers=args.workers,  # None: chosen from the input's size
@@ -155,7 +162,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     wanted = [record for _, record in records if record.query_id == args.query_id]
     if not wanted:
         raise UsageError(f"query_id {args.query_id!r} is not in {', '.join(args.inputs)}")
-    result = assemble_records(wanted, policy=_policy(args))
+    result = assemble_records(wanted, policy=policy_from_flags(args.policy, args.policy_config))
     print(render_explanation(result, args.query_id))
     return 0
 
@@ -197,18 +204,6 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     )
     print(f"converted {summary.queries} records, {summary.rejected} rejected", file=sys.stderr)
     return 0
-
-
-def _policy(args: argparse.Namespace) -> SelectionPolicy:
-    """``--policy`` (default contract), or the tuned quality setting of ``--policy-config``."""
-    if args.policy_config is None:
-        return get_policy(args.policy or "contract")
-    if args.policy not in (None, "quality"):
-        raise UsageError(
-            "--policy-config tunes the quality policy: give --policy quality or leave --policy out, "
-            f"not {args.policy!r}"
-        )
-    return load_policy_config(args.policy_config)
 
 
 def _policy_flag(parser: argparse.ArgumentParser) -> None:

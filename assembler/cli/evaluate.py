@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from assembler.cli.args import add_budget_flags, integer_at_least
+from assembler.cli.args import add_budget_flags, integer_at_least, policy_from_flags
 from assembler.evaluate.artifact import check_writable, write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
 from assembler.evaluate.corpus import Corpus, load_corpus, preflight
@@ -26,7 +26,7 @@ from assembler.evaluate.loader import EvalSet, check_limits, load_eval
 from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
 from assembler.run.paths import refuse_same_files
-from assembler.selection import get_policy, load_policy_config, policies, register_policy
+from assembler.selection import get_policy, policies, register_policy
 
 __all__ = ["register"]
 
@@ -129,14 +129,8 @@ def _policy(args: argparse.Namespace) -> str:
     """The policy name to run: ``--policy`` (default contract), or the tuned setting of
     ``--policy-config`` (registered under its name; it tunes ``quality`` only)."""
     config = getattr(args, "policy_config", None)
-    if config is None:
-        return args.policy or "contract"
-    if args.policy not in (None, "quality"):
-        raise EvaluateError(
-            "--policy-config tunes the quality policy: give --policy quality or leave --policy out, "
-            f"not {args.policy!r}"
-        )
-    return register_policy(load_policy_config(config))
+    policy = policy_from_flags(args.policy, config)
+    return policy.name if config is None else register_policy(policy)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
