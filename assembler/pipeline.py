@@ -16,7 +16,15 @@ from assembler.errors import InputError
 from assembler.selection import CONTRACT, SelectionInputs, SelectionPolicy, get_policy
 from assembler.stages.diversity import tier_width
 from assembler.stages.fuse import fuse
-from assembler.stages.lanes import LaneBatch, LaneRecord, build_batch, drop_nulls, parse_record, repeated_query_id
+from assembler.stages.lanes import (
+    LaneBatch,
+    LaneRecord,
+    QueryRecord,
+    build_batch,
+    drop_nulls,
+    parse_record,
+    repeated_query_id,
+)
 from assembler.stages.package import QueryOutcome, omission_text, render_package
 from assembler.stages.plan import lanes_plan_text
 from assembler.stages.reorder import Reorderer, Reranker, RerankStage
@@ -27,6 +35,7 @@ __all__ = [
     "FusedBatch",
     "assemble",
     "assemble_batch",
+    "assemble_lanes",
     "assemble_records",
     "decision_frame",
     "fuse_batch",
@@ -75,10 +84,10 @@ class FusedBatch:
     inputs: SelectionInputs
 
 
-def fuse_batch(records: Sequence[LaneRecord], reorder: Reorderer | None = None) -> FusedBatch:
-    """Lanes in and fusion for validated records, and the selection inputs (limits, tier widths,
-    citation locators and their measurements)."""
-    batch = build_batch(records)
+def fuse_batch(batch: LaneBatch, reorder: Reorderer | None = None) -> FusedBatch:
+    """Fusion for a batch of lanes, and the selection inputs (limits, tier widths, citation
+    locators and their measurements)."""
+    records = batch.records
     fused, dedup = fuse(batch.candidates, batch.origins, batch.citations)
     sizes = batch.citations.select(
         utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
@@ -101,18 +110,30 @@ def assemble_records(
     reorders: Mapping[str, Sequence[int]] | None = None,
     reranker: Reranker | None = None,
 ) -> BatchResult:
-    """Assemble the package of every validated record.
+    """Assemble the package of every validated record (:func:`assemble_lanes` of their frames)."""
+    return assemble_lanes(build_batch(records), policy=policy, reorders=reorders, reranker=reranker)
+
+
+def assemble_lanes(
+    batch: LaneBatch,
+    *,
+    policy: str | SelectionPolicy = CONTRACT,
+    reorders: Mapping[str, Sequence[int]] | None = None,
+    reranker: Reranker | None = None,
+) -> BatchResult:
+    """Assemble the package of every query of a batch of lanes.
 
     ``reranker`` is asked to reorder the survivors of every query whose request asked for a
     rerank (section 11). ``reorders`` maps a query id to a fixed permutation of its survivors
     (replaying a reranker's answer); an invalid one leaves the deterministic order.
     """
+    records = batch.records
     index = {record.query_id: q for q, record in enumerate(records)}
     rerank = RerankStage(
         records, reranker, {index[qid]: order for qid, order in (reorders or {}).items() if qid in index}
     )
-    fused = fuse_batch(records, rerank)
-    batch, dedup, inputs = fused.batch, fused.dedup, fused.inputs
+    fused = fuse_batch(batch, rerank)
+    dedup, inputs = fused.dedup, fused.inputs
     selection = get_policy(policy).select(fused.candidates, inputs)
     dedup_dropped = [0] * len(records)
     for q, dropped in dedup.iter_rows():
@@ -171,7 +192,7 @@ def _per_query_texts(decisions: pl.DataFrame, n_queries: int) -> tuple[list[list
 
 
 def _summaries(
-    records: Sequence[LaneRecord],
+    records: Sequence[QueryRecord],
     items_used: Sequence[int],
     bytes_used: Sequence[int],
     tokens_used: Sequence[int],

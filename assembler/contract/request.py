@@ -6,15 +6,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from assembler.contract.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
+from assembler.contract.wire import (
+    Field,
+    ListOf,
+    Shape,
+    ShapeError,
+    check_duplicates,
+    check_number,
+    check_string,
+    check_uint,
+)
 from assembler.errors import UsageError
 
 __all__ = [
     "DEFAULT_LIMITS",
     "LIMIT_CEILINGS",
     "MAX_INPUT_ITEMS",
+    "REQUEST_FIELDS",
     "Limits",
     "Request",
+    "build_request",
+    "effective_search_limit",
     "parse_request",
     "resolve_limits",
 ]
@@ -82,27 +94,64 @@ def _optional_uint(request: dict[str, Any], key: str, path: str) -> int | None:
     return None if value is None else check_uint(value, f"{path}.{key}")
 
 
-_REQUEST_FIELDS = (
-    "origins",
-    "labels",
-    "dice_floor",
-    "semantic_floor",
-    "resolve_limit",
-    "activate_decay",
-    "activate_limit",
-    "text_fallback_query",
-    "search_limit",
-    "include_communities",
-    "budget",
-    "rerank",
+REQUEST_FIELDS: Shape = (
+    Field("origins", ListOf("str")),
+    Field("labels", ListOf("str"), required=False, nullable=True),
+    Field("text_fallback_query", "str", required=False, nullable=True),
+    Field("search_limit", "u64", required=False, nullable=True),
+    Field("include_communities", "bool", required=False),
+    Field(
+        "budget",
+        tuple(Field(name, "u64", required=False, nullable=True) for name in vars(DEFAULT_LIMITS)),
+        required=False,
+        nullable=True,
+    ),
+    Field("rerank", (Field("model", "str", required=False, nullable=True),), required=False, nullable=True),
+    Field("dice_floor", "f64", required=False, nullable=True),
+    Field("semantic_floor", "f64", required=False, nullable=True),
+    Field("resolve_limit", "u64", required=False, nullable=True),
+    Field("activate_decay", "f64", required=False, nullable=True),
+    Field("activate_limit", "u64", required=False, nullable=True),
 )
+"""The request's fields as a wire shape, for readers that need one declared type per field (the
+columnar reader). ``origins`` and ``labels`` may also be a single string, and
+``include_communities`` may be absent but not null: :func:`parse_request` is the full rule."""
+
+
+def effective_search_limit(given: int | None) -> int:
+    """The passage and community limit a request asks for: the default when unset, at most the ceiling."""
+    return min(DEFAULT_SEARCH_LIMIT if given is None else given, MAX_SEARCH_LIMIT)
+
+
+def build_request(
+    *,
+    origins: tuple[str, ...],
+    labels: tuple[str, ...],
+    text_fallback_query: str | None,
+    search_limit: int | None,
+    include_communities: bool,
+    budget: dict[str, int],
+    rerank: bool,
+    rerank_model: str | None,
+) -> Request:
+    """A :class:`Request` from checked field values: the defaults and the search-limit ceiling."""
+    return Request(
+        origins=origins,
+        labels=labels,
+        text_fallback_query=text_fallback_query,
+        search_limit=effective_search_limit(search_limit),
+        include_communities=include_communities,
+        budget=budget,
+        rerank_requested=rerank,
+        rerank_model=rerank_model,
+    )
 
 
 def parse_request(request: Any, path: str = "request") -> Request:
     """Validate a request body the way the server's deserializer does; unknown keys are ignored."""
     if not isinstance(request, dict):
         raise ShapeError(path, "must be an object")
-    check_duplicates(request, _REQUEST_FIELDS, path)
+    check_duplicates(request, (field.name for field in REQUEST_FIELDS), path)
     if request.get("origins") is None:
         raise ShapeError(f"{path}.origins", "is required (a string or an array of strings)")
     origins = _cue_list(request["origins"], f"{path}.origins")
@@ -140,14 +189,14 @@ def parse_request(request: Any, path: str = "request") -> Request:
             rerank_model = check_string(rerank_value["model"], f"{path}.rerank.model")
     _check_length(origins, f"{path}.origins")
     _check_length(labels, f"{path}.labels")
-    return Request(
+    return build_request(
         origins=origins,
         labels=labels,
         text_fallback_query=fallback,
-        search_limit=min(DEFAULT_SEARCH_LIMIT if search_limit is None else search_limit, MAX_SEARCH_LIMIT),
+        search_limit=search_limit,
         include_communities=include,
         budget=budget,
-        rerank_requested=rerank_value is not None,
+        rerank=rerank_value is not None,
         rerank_model=rerank_model,
     )
 

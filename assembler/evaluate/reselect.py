@@ -23,7 +23,7 @@ from assembler.evaluate.loader import EvalSet
 from assembler.evaluate.metrics import Hit
 from assembler.pipeline import fuse_batch
 from assembler.selection import QualityPolicy, SelectionInputs, SelectionPolicy
-from assembler.stages.lanes import parse_record
+from assembler.stages.lanes import build_batch, parse_record
 from assembler.stages.reorder import RerankStage
 
 __all__ = ["Prepared", "baseline_hits", "policy_hits", "prepare"]
@@ -48,7 +48,7 @@ def prepare(evalset: EvalSet, lanes: CaseLanes, limits: Limits) -> Prepared:
         parse_record(case_request(dump.raw, case.limit), overrides=overrides)
         for case, dump in zip(evalset.cases, lanes.records, strict=True)
     ]
-    fused = fuse_batch(records, RerankStage(records, None, {}))
+    fused = fuse_batch(build_batch(records), RerankStage(records, None, {}))
     return Prepared(limits, fused.candidates, fused.inputs, tuple(case.limit for case in evalset.cases))
 
 

@@ -20,7 +20,7 @@ JSON Lines form are ignored; in the Parquet form every other column belongs to t
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from assembler.errors import InputError, RecordError, UsageError, encodable
-from assembler.pipeline import BatchResult, assemble_records
+from assembler.pipeline import BatchResult, assemble_lanes
 from assembler.run.io import (
     RawRecord,
     check_unique_columns,
@@ -46,6 +46,8 @@ from assembler.run.paths import shown
 from assembler.run.records import iter_records
 from assembler.run.schemas import PACKAGE_SCHEMA
 from assembler.selection import CONTRACT, SelectionPolicy
+from assembler.stages.lanes import LaneBatch, LaneRecord, QueryRecord, build_batch, concat_batches, repeated_query_id
+from assembler.stages.lanes_columnar import read_lane_lines
 
 if TYPE_CHECKING:
     from assembler.stages.reorder import Reranker
@@ -126,47 +128,104 @@ def assemble_table(
     rejected: list[tuple[RawRecord, RecordError]] = []
     rejected_rows: list[int] = []
     package_rows: list[int] = []
-    row = [-1]  # index of the row iter_records is on (it finishes each row before pulling the next)
+    checked = dict(overrides or {})
+    seen = set() if seen is None else seen
 
-    def raws() -> Iterator[RawRecord]:
+    def reject_row(index: int) -> Callable[[RawRecord, RecordError], None]:
+        def reject(raw: RawRecord, error: RecordError) -> None:
+            if on_error == "stop":
+                raise InputError(error)
+            rejected.append((raw, error))
+            rejected_rows.append(index)
+
+        return reject
+
+    if text_form:
+        batch = _columnar_lanes(table, reject_row, checked, seen, package_rows)
+    else:
+        records = []
         for index, raw in _table_raws(table, text_form):
-            row[0] = index
-            yield raw
-
-    def reject(raw: RawRecord, error: RecordError) -> None:
-        if on_error == "stop":
-            raise InputError(error)
-        rejected.append((raw, error))
-        rejected_rows.append(row[0])
-
-    records = []
-    for _, record in iter_records(raws(), reject, dict(overrides or {}), seen=seen):
-        records.append(record)
-        package_rows.append(row[0])
-    batch = assemble_records(records, policy=policy, reranker=reranker)
+            for _, record in iter_records([raw], reject_row(index), checked, seen=seen):
+                records.append(record)
+                package_rows.append(index)
+        batch = build_batch(records)
     return ArrowResult(
-        batch=batch,
+        batch=assemble_lanes(batch, policy=policy, reranker=reranker),
         rejected=_rejected_table(rejected, text_form),
         package_rows=package_rows,
         rejected_rows=rejected_rows,
     )
 
 
-def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawRecord]]:
-    """``(row index, record)`` of every row that holds a record."""
+def _columnar_lanes(
+    table: pa.Table,
+    reject_row: Callable[[int], Callable[[RawRecord, RecordError], None]],
+    overrides: dict[str, int],
+    seen: set[str],
+    package_rows: list[int],
+) -> LaneBatch:
+    """The lanes of a JSON Lines table: the columnar reader takes what it can
+    (:mod:`assembler.stages.lanes_columnar`), the record path validates the rest and words every
+    error; records stay in input order and a repeated query id is refused wherever it is."""
+    lines = list(_table_lines(table))
+    fast = read_lane_lines(
+        [data for _, _, _, data in lines],
+        sources=[file for _, file, _, _ in lines],
+        line_numbers=[line for _, _, line, _ in lines],
+        overrides=overrides,
+    )
+    records: list[QueryRecord] = []
+    fast_targets: list[int | None] = []
+    slow_records: list[LaneRecord] = []
+    slow_targets: list[int | None] = []
+    taken = iter(fast.batch.records)
+    for k, (index, file, line, data) in enumerate(lines):
+        reject = reject_row(index)
+        if fast.taken[k]:
+            record = next(taken)
+            repeated = repeated_query_id(record, seen)
+            if repeated is not None:
+                reject(RawRecord(file, line, None, data.decode("utf-8")), repeated)
+                fast_targets.append(None)
+                continue
+            fast_targets.append(len(records))
+        else:
+            accepted = [record for _, record in iter_records([line_record(file, line, data)], reject, overrides, seen)]
+            if not accepted:
+                continue
+            record = accepted[0]
+            slow_records.append(record)
+            slow_targets.append(len(records))
+        records.append(record)
+        package_rows.append(index)
+    if not slow_records:
+        return concat_batches([(fast.batch, fast_targets)], records) if None in fast_targets else fast.batch
+    return concat_batches([(fast.batch, fast_targets), (build_batch(slow_records), slow_targets)], records)
+
+
+def _table_lines(table: pa.Table) -> Iterator[tuple[int, str, int, bytes]]:
+    """``(row index, file, line, bytes)`` of every non-blank row of a ``json_line`` table."""
     n = table.num_rows
     files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
     lines = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else range(1, n + 1)
+    column = table.column(JSON_LINE)
+    if column.type not in _TEXT_TYPES:
+        raise UsageError(f"column {JSON_LINE} must be binary or string, not {column.type}")
+    for index, (file, line, raw) in enumerate(zip(files, lines, column.to_pylist(), strict=True)):
+        data = raw.encode("utf-8") if isinstance(raw, str) else raw
+        if data is not None and data.strip():
+            yield index, file, line, data
+
+
+def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawRecord]]:
+    """``(row index, record)`` of every row that holds a record."""
     if text_form:
-        column = table.column(JSON_LINE)
-        if column.type not in _TEXT_TYPES:
-            raise UsageError(f"column {JSON_LINE} must be binary or string, not {column.type}")
-        for index, (file, line, raw) in enumerate(zip(files, lines, column.to_pylist(), strict=True)):
-            data = raw.encode("utf-8") if isinstance(raw, str) else raw
-            if data is None or not data.strip():
-                continue
+        for index, file, line, data in _table_lines(table):
             yield index, line_record(file, line, data)
         return
+    n = table.num_rows
+    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
+    lines = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else range(1, n + 1)
     record_columns = [name for name in table.column_names if name not in _SOURCE_COLUMNS]
     check_unique_columns(record_columns, files[0] if n else "<memory>")
     values = table_rows(table.select(record_columns))

@@ -26,7 +26,9 @@ __all__ = [
     "PLAN_LANE_NAMES",
     "LaneBatch",
     "LaneRecord",
+    "QueryRecord",
     "build_batch",
+    "concat_batches",
     "drop_nulls",
     "parse_record",
     "record_id",
@@ -36,7 +38,7 @@ __all__ = [
 SEP = "\x00"
 LANE_NAMES = ("graph_query", "graph_activate", "passages", "communities", "citations")
 PLAN_LANE_NAMES = ("resolve", "query", "activate", "passages", "communities", "citations")
-_LANE_SHAPES: dict[str, wire.Shape] = {
+LANE_SHAPES: dict[str, wire.Shape] = {
     "graph_query": wire.ASSOCIATION,
     "graph_activate": wire.ACTIVATION,
     "passages": wire.PASSAGE_HIT,
@@ -45,28 +47,41 @@ _LANE_SHAPES: dict[str, wire.Shape] = {
 }
 # Path strings are escaped, so the first `,"association":` of an activation's text is the field.
 _ASSOCIATION_KEY = ',"association":'
-_LANE_COMPILED = {name: wire.compile_kind(shape) for name, shape in _LANE_SHAPES.items()}
-_LANE_PLAN: wire.Shape = (
+_LANE_COMPILED = {name: wire.compile_kind(shape) for name, shape in LANE_SHAPES.items()}
+LANE_PLAN: wire.Shape = (
     wire.Field("ran", "bool"),
     wire.Field("reason", "str", required=False, nullable=True, emit="if_present"),
     wire.Field("floor", "f32", required=False, nullable=True, emit="if_present"),
 )
 
 
-@dataclass(frozen=True)
-class LaneRecord:
-    """One validated query of a lane dump. ``lanes`` holds clean wire dicts (None = absent)."""
+@dataclass(frozen=True, kw_only=True)
+class QueryRecord:
+    """What every stage after lanes-in reads of one validated query (its candidates are in the
+    frames of :class:`LaneBatch`). ``present_lanes``: the lanes the dump carried (null = absent)."""
 
     query_id: str
     context: str
     request: Request
     limits: Limits
-    lanes: dict[str, list[dict[str, Any]] | None]
     plan_lanes: dict[str, dict[str, Any]] | None
-    payloads: dict[str, list[str]] = field(default_factory=dict)
+    present_lanes: frozenset[str] = frozenset()
     search_limit_cuts: int = 0
     source: str = "<memory>"
     line: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaneRecord(QueryRecord):
+    """One validated query of a lane dump with its lanes. ``lanes`` holds clean wire dicts
+    (None = absent), ``payloads`` their wire texts."""
+
+    lanes: dict[str, list[dict[str, Any]] | None]
+    payloads: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        present = frozenset(name for name, entries in self.lanes.items() if entries is not None)
+        object.__setattr__(self, "present_lanes", present)
 
 
 DUPLICATE_RULE = "duplicate query_id (each query may appear once in the input)"
@@ -81,7 +96,7 @@ def drop_nulls(value: Any) -> Any:
     return value
 
 
-def repeated_query_id(record: LaneRecord, seen: set[str]) -> RecordError | None:
+def repeated_query_id(record: QueryRecord, seen: set[str]) -> RecordError | None:
     """The error of a query id met before (in ``seen``); else ``None``, and the id joins ``seen``."""
     if record.query_id in seen:
         return RecordError(record.source, record.line, record.query_id, "query_id", DUPLICATE_RULE)
@@ -149,7 +164,7 @@ def _parse(raw: Any, file: str, line: int, overrides: dict[str, int] | None) -> 
     if raw.get("plan_lanes") is not None:
         plan_raw = _lane_map(raw["plan_lanes"], PLAN_LANE_NAMES, "plan_lanes")
         plan_lanes = {
-            name: wire.validate(_LANE_PLAN, plan_raw[name], f"plan_lanes.{name}")
+            name: wire.validate(LANE_PLAN, plan_raw[name], f"plan_lanes.{name}")
             for name in PLAN_LANE_NAMES
             if plan_raw.get(name) is not None
         }
@@ -180,19 +195,19 @@ def _lane_map(value: Any, names: tuple[str, ...], path: str) -> dict[str, Any]:
 
 def lane_plan_text(plan: dict[str, Any]) -> str:
     """A ``LanePlan`` as wire text (``ran``, then ``reason`` / ``floor`` when present)."""
-    return wire.emit(_LANE_PLAN, plan)
+    return wire.emit(LANE_PLAN, plan)
 
 
 @dataclass
 class _Columns:
     """Row-wise accumulation of the candidate and citation columns of one batch."""
 
-    candidates: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in _CANDIDATE_SCHEMA})
-    citations: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in _CITATION_SCHEMA})
-    origins: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in _ORIGIN_SCHEMA})
+    candidates: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in CANDIDATE_SCHEMA})
+    citations: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in CITATION_SCHEMA})
+    origins: dict[str, list[Any]] = field(default_factory=lambda: {name: [] for name in ORIGIN_SCHEMA})
 
 
-_CANDIDATE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+CANDIDATE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "q": pl.UInt32,
     "kind": pl.String,
     "lane": pl.String,
@@ -209,13 +224,13 @@ _CANDIDATE_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "payload_json": pl.String,
     "corroboration_sources_json": pl.String,
 }
-_ORIGIN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+ORIGIN_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "q": pl.UInt32,
     "candidate_id": pl.String,
     "source": pl.String,
     "paragraph": pl.Int64,
 }
-_CITATION_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
+CITATION_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
     "q": pl.UInt32,
     "source": pl.String,
     "paragraph": pl.Int64,
@@ -234,7 +249,7 @@ class LaneBatch:
     ``records``: the validated records, indexed by ``q``.
     """
 
-    records: Sequence[LaneRecord]
+    records: Sequence[QueryRecord]
     candidates: pl.DataFrame
     origins: pl.DataFrame
     citations: pl.DataFrame
@@ -397,7 +412,31 @@ def build_batch(records: Sequence[LaneRecord]) -> LaneBatch:
         _add_record(columns, q, record)
     return LaneBatch(
         records=records,
-        candidates=pl.DataFrame(columns.candidates, schema=_CANDIDATE_SCHEMA),
-        origins=pl.DataFrame(columns.origins, schema=_ORIGIN_SCHEMA),
-        citations=pl.DataFrame(columns.citations, schema=_CITATION_SCHEMA),
+        candidates=pl.DataFrame(columns.candidates, schema=CANDIDATE_SCHEMA),
+        origins=pl.DataFrame(columns.origins, schema=ORIGIN_SCHEMA),
+        citations=pl.DataFrame(columns.citations, schema=CITATION_SCHEMA),
+    )
+
+
+def concat_batches(
+    parts: Sequence[tuple[LaneBatch, Sequence[int | None]]], records: Sequence[QueryRecord]
+) -> LaneBatch:
+    """One batch of ``records`` from parts whose queries are renumbered: ``(batch, targets)`` moves
+    the part's query ``q`` to ``targets[q]`` (``None``: dropped). Rows keep their order within a query."""
+
+    def renumbered(frame: pl.DataFrame, targets: Sequence[int | None]) -> pl.DataFrame:
+        lookup = pl.Series("target", list(targets), dtype=pl.UInt32)
+        return frame.with_columns(q=lookup.gather(frame["q"])).filter(pl.col("q").is_not_null())
+
+    def joined(name: str, schema: dict[str, Any]) -> pl.DataFrame:
+        frames = [renumbered(getattr(batch, name), targets) for batch, targets in parts if len(getattr(batch, name))]
+        if not frames:
+            return pl.DataFrame(schema=schema)
+        return pl.concat(frames).sort("q", maintain_order=True)
+
+    return LaneBatch(
+        records=records,
+        candidates=joined("candidates", CANDIDATE_SCHEMA),
+        origins=joined("origins", ORIGIN_SCHEMA),
+        citations=joined("citations", CITATION_SCHEMA),
     )

@@ -13,7 +13,7 @@ or a dump without it, gets the plan derived from the request and from which lane
 
 from __future__ import annotations
 
-from assembler.stages.lanes import PLAN_LANE_NAMES, LaneRecord, lane_plan_text
+from assembler.stages.lanes import PLAN_LANE_NAMES, QueryRecord, lane_plan_text
 
 __all__ = ["derive_lane_plans", "lanes_plan_text"]
 
@@ -27,10 +27,10 @@ def _missing_artifact(context: str) -> str:
     )
 
 
-def derive_lane_plans(record: LaneRecord) -> dict[str, dict[str, object]]:
+def derive_lane_plans(record: QueryRecord) -> dict[str, dict[str, object]]:
     """Every lane's ``{ran, reason?}``, derived where ``plan_lanes`` does not say."""
-    request, lanes = record.request, record.lanes
-    anchors = bool(request.origins) and lanes["graph_activate"] is not None
+    request, present = record.request, record.present_lanes
+    anchors = bool(request.origins) and "graph_activate" in present
 
     def off(reason: str) -> dict[str, object]:
         return {"ran": False, "reason": reason}
@@ -44,14 +44,14 @@ def derive_lane_plans(record: LaneRecord) -> dict[str, dict[str, object]]:
             off("the requested limit is 0")
             if request.search_limit == 0
             else off("the query yields no searchable terms")
-            if lanes["passages"] is None
+            if "passages" not in present
             else ran
         ),
         "communities": (
             off("include_communities was false")
             if not request.include_communities
             else off(_missing_artifact(record.context))
-            if lanes["communities"] is None
+            if "communities" not in present
             else ran
         ),
         "citations": ran,
@@ -59,7 +59,7 @@ def derive_lane_plans(record: LaneRecord) -> dict[str, dict[str, object]]:
     return {name: dict((record.plan_lanes or {}).get(name) or derived[name]) for name in PLAN_LANE_NAMES}
 
 
-def lanes_plan_text(record: LaneRecord) -> str:
+def lanes_plan_text(record: QueryRecord) -> str:
     """The ``plan.lanes`` object as wire text."""
     plans = derive_lane_plans(record)
     return "{" + ",".join(f'"{name}":{lane_plan_text(plans[name])}' for name in PLAN_LANE_NAMES) + "}"

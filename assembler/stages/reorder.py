@@ -17,7 +17,7 @@ from typing import Protocol
 
 import polars as pl
 
-from assembler.stages.lanes import LaneRecord
+from assembler.stages.lanes import QueryRecord
 
 __all__ = [
     "Reorderer",
@@ -98,7 +98,7 @@ class RerankStage:
     for replaying a recorded reranker; they do not change the plan.
     """
 
-    records: Sequence[LaneRecord]
+    records: Sequence[QueryRecord]
     reranker: Reranker | None = None
     static: Mapping[int, Sequence[int]] = field(default_factory=dict)
     plans: list[str] = field(init=False)

@@ -1,0 +1,594 @@
+"""Lanes in, columnar: JSON Lines straight into the frames of :class:`~assembler.stages.lanes.LaneBatch`.
+
+The fast path of lanes-in. Arrow's JSON reader parses a chunk of lines against the Arrow schema
+derived from the contract's wire shapes (:func:`arrow_type`), strictly: an unknown or repeated
+key, a wrong type, a fraction or a negative number where an integer is required, a lone
+surrogate or invalid UTF-8 make it refuse. What it does not enforce is checked on the columns
+(:func:`_rule_breaks`): required fields present, no null array elements, finite numbers, list
+lengths, a ``-0`` that JSON reads as an integer. Payload texts are written from the columns in
+the wire order (:func:`wire_texts`).
+
+A line the reader refuses or a column check flags is *not* an error here: it goes back to the
+record path (:func:`assembler.stages.lanes.parse_record`), which accepts it or words its error as
+it always has. So the records accepted are exactly the record path's, and an accepted record's
+frames are those :func:`~assembler.stages.lanes.build_batch` makes of it
+(tests/stages/test_lanes_columnar.py checks both on random valid and invalid records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from assembler.contract import wire
+from assembler.contract.request import (
+    MAX_INPUT_ITEMS,
+    REQUEST_FIELDS,
+    build_request,
+    effective_search_limit,
+    resolve_limits,
+)
+from assembler.stages.lanes import (
+    CANDIDATE_SCHEMA,
+    CITATION_SCHEMA,
+    LANE_NAMES,
+    LANE_PLAN,
+    LANE_SHAPES,
+    ORIGIN_SCHEMA,
+    PLAN_LANE_NAMES,
+    SEP,
+    LaneBatch,
+    QueryRecord,
+)
+
+__all__ = [
+    "LANE_DUMP_FIELDS",
+    "ColumnarLanes",
+    "arrow_type",
+    "json_text",
+    "polars_type",
+    "read_lane_lines",
+    "wire_text",
+]
+
+LANE_DUMP_FIELDS: wire.Shape = (
+    wire.Field("query_id", "str"),
+    wire.Field("context", "str"),
+    wire.Field("request", REQUEST_FIELDS),
+    wire.Field("lanes", tuple(wire.Field(name, wire.ListOf(LANE_SHAPES[name]), required=False) for name in LANE_NAMES)),
+    wire.Field(
+        "plan_lanes",
+        tuple(wire.Field(name, LANE_PLAN, required=False, nullable=True) for name in PLAN_LANE_NAMES),
+        required=False,
+        nullable=True,
+    ),
+)
+"""A lane-dump record as one wire shape: what the columnar reader's schema is derived from."""
+
+_SCALAR_TYPES = {
+    "str": pa.string(),
+    "bool": pa.bool_(),
+    "f64": pa.float64(),
+    "f32": pa.float64(),  # parsed as f64 and rounded to f32 after, as serde does
+    "u32": pa.uint32(),
+    "u64": pa.uint64(),
+}
+
+
+def arrow_type(kind: wire.Kind) -> pa.DataType:
+    """The Arrow type of a wire kind: structs for shapes, lists for arrays.
+
+    >>> arrow_type(wire.LANE_EVIDENCE)
+    StructType(struct<rank: uint64, score: double>)
+    """
+    if isinstance(kind, wire.ListOf):
+        return pa.list_(arrow_type(kind.item))
+    if isinstance(kind, tuple):
+        return pa.struct([(field.name, arrow_type(field.kind)) for field in kind])
+    return _SCALAR_TYPES[kind]
+
+
+LANE_DUMP_ARROW = pa.schema([(field.name, arrow_type(field.kind)) for field in LANE_DUMP_FIELDS])
+_PARSE_OPTIONS = pj.ParseOptions(explicit_schema=LANE_DUMP_ARROW, unexpected_field_behavior="error")
+
+
+@dataclass(frozen=True)
+class ColumnarLanes:
+    """The lines the columnar reader took, and their lanes.
+
+    ``taken[i]`` says whether line ``i`` was taken; ``batch`` holds the taken lines' records and
+    frames, ``q`` numbering them in line order. The other lines are for the record path.
+    """
+
+    taken: np.ndarray
+    batch: LaneBatch
+
+
+def read_lane_lines(
+    lines: Sequence[bytes],
+    *,
+    sources: Sequence[str],
+    line_numbers: Sequence[int],
+    overrides: Mapping[str, int] | None = None,
+) -> ColumnarLanes:
+    """Parse JSON Lines (one record each, no newline) into lanes, taking every line the reader and
+    the column checks accept; ``sources``/``line_numbers`` name each line's record."""
+    taken = np.zeros(len(lines), dtype=bool)
+    tables: list[pa.Table] = []
+    positions: list[int] = []
+    for start, table in _parse_runs(lines):
+        tables.append(table)
+        positions.extend(range(start, start + table.num_rows))
+        taken[start : start + table.num_rows] = True
+    if not tables:
+        return ColumnarLanes(taken, _empty_batch())
+    table = pa.concat_tables(tables).combine_chunks()
+    rows = np.asarray(positions)
+    ok = ~_rule_breaks(table, [lines[i] for i in rows])
+    taken[rows[~ok]] = False
+    table, rows = table.filter(pa.array(ok)), rows[ok]
+    return ColumnarLanes(taken, _lane_batch(table, rows, sources, line_numbers, dict(overrides or {})))
+
+
+# --- parsing: runs of lines the reader accepts ------------------------------------------------------
+
+
+def _parse(lines: Sequence[bytes]) -> pa.Table | None:
+    """The lines as one table, or None if the reader refuses any of them, reads a line as two, or
+    passes invalid UTF-8 (it does not check strings: the full validation does)."""
+    data = b"\n".join(lines)
+    try:
+        table = pj.read_json(
+            pa.py_buffer(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
+            parse_options=_PARSE_OPTIONS,
+        )
+        table.validate(full=True)
+    except Exception:
+        return None  # any refusal sends the lines to the record path
+    return table if table.num_rows == len(lines) else None
+
+
+def _object_line(line: bytes) -> bool:
+    """Whether a line may go to the reader: text that starts with ``{`` and ends with ``}``.
+
+    Anything else is not a record anyway, and the reader must not see it: it skips a byte-order
+    mark that JSON refuses, and it crashes the process on input that begins with ``null``
+    (pyarrow 21-26). So it never sees a piece that does not begin with an object.
+    """
+    first, last = line[:1], line[-1:]
+    if first != b"{":
+        first = line.lstrip()[:1]
+    if last != b"}":
+        last = line.rstrip()[-1:]
+    return first == b"{" and last == b"}"
+
+
+def _parse_runs(lines: Sequence[bytes]) -> list[tuple[int, pa.Table]]:
+    """``(first line, table)`` of the runs of lines the reader accepts.
+
+    A refused run is halved until the refused lines are alone; a chunk where most lines are
+    refused (a dump with extra fields, say) stops halving after a few tries and goes to the
+    record path whole, so the search never costs more than a few parses of the chunk.
+    """
+    tries = [8 + len(lines) // 16]
+    runs: list[tuple[int, pa.Table]] = []
+
+    def read(start: int, stop: int) -> None:
+        part = lines[start:stop]
+        table = _parse(part) if all(map(_object_line, part)) else None
+        if table is not None:
+            runs.append((start, table))
+            return
+        tries[0] -= 1
+        if stop - start > 1 and tries[0] > 0:
+            middle = (start + stop) // 2
+            read(start, middle)
+            read(middle, stop)
+
+    if lines:
+        read(0, len(lines))
+    return runs
+
+
+# --- the rules the reader does not enforce -----------------------------------------------------------
+
+
+def _rule_breaks(table: pa.Table, lines: Sequence[bytes]) -> np.ndarray:
+    """Per row: does the record break a rule the reader does not check (so the record path decides)?"""
+    records = pa.StructArray.from_arrays(
+        [column.combine_chunks() for column in table.columns], names=table.column_names
+    )
+    bad = _kind_breaks(LANE_DUMP_FIELDS, records)
+    request = records.field("request")
+    for name in ("origins", "labels"):
+        bad |= _array(pc.fill_null(pc.list_value_length(request.field(name)), 0)) > MAX_INPUT_ITEMS
+    # include_communities: absent is false, null is refused; the reader shows both as null.
+    unset = _array(pc.is_null(request.field("include_communities")))
+    if unset.any():
+        bad |= unset & np.array([b'"include_communities"' in line for line in lines])
+    return bad
+
+
+def _array(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(values.to_numpy(zero_copy_only=False))
+
+
+def _kind_breaks(kind: wire.Kind, values: pa.Array) -> np.ndarray:
+    """Per element of ``values`` (null elements never break): a rule the reader does not check."""
+    n = len(values)
+    if isinstance(kind, wire.ListOf):
+        flat = pc.list_flatten(values)
+        if len(flat) == 0:
+            return np.zeros(n, dtype=bool)
+        inner = _kind_breaks(kind.item, flat) | _array(pc.is_null(flat))
+        parents = _array(pc.list_parent_indices(values))
+        return np.bincount(parents, weights=inner, minlength=n) > 0
+    valid = _array(pc.is_valid(values))
+    if isinstance(kind, tuple):
+        bad = np.zeros(n, dtype=bool)
+        for field in kind:
+            child = values.field(field.name)
+            if field.required:
+                bad |= _array(pc.is_null(child))
+            bad |= _kind_breaks(field.kind, child)
+        return np.asarray(bad & valid)
+    if kind in ("f64", "f32"):
+        numbers = _array(pc.fill_null(values, 0.0))
+        # NaN and the infinities are refused; "-0" is the integer 0 to JSON but -0.0 to the reader.
+        bad = ~np.isfinite(numbers) | ((numbers == 0) & np.signbit(numbers))
+        if kind == "f32":
+            with np.errstate(over="ignore"):
+                bad |= ~np.isfinite(numbers.astype(np.float32))
+        return np.asarray(bad & valid)
+    return np.zeros(n, dtype=bool)
+
+
+# --- wire texts from columns --------------------------------------------------------------------------
+
+
+def polars_type(kind: wire.Kind) -> pl.DataType:
+    """The Polars type a wire kind is written from (f32 fields as ``Float32``, so that they are
+    written in f32's shortest form)."""
+    if isinstance(kind, wire.ListOf):
+        return pl.List(polars_type(kind.item))
+    if isinstance(kind, tuple):
+        return pl.Struct({field.name: polars_type(field.kind) for field in kind})
+    return _POLARS_SCALARS[kind]
+
+
+_POLARS_SCALARS: dict[str, pl.DataType] = {
+    "str": pl.String(),
+    "bool": pl.Boolean(),
+    "f64": pl.Float64(),
+    "f32": pl.Float32(),
+    "u32": pl.UInt32(),
+    "u64": pl.UInt64(),
+}
+
+
+def json_text(value: pl.Expr) -> pl.Expr:
+    """Compact JSON text of a value (null: ``null``), written by Polars' JSON writer: its string
+    escapes and its f64/f32 layout are the contract's (section 1.6; checked against
+    :mod:`assembler.contract.jsontext` in tests/stages/test_lanes_columnar.py)."""
+    return pl.struct(value.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+
+
+def _conditional(kind: wire.Kind) -> bool:
+    """Whether a kind holds a field written only when present, non-empty or true."""
+    if isinstance(kind, wire.ListOf):
+        return _conditional(kind.item)
+    if isinstance(kind, tuple):
+        return any(field.emit != "always" or _conditional(field.kind) for field in kind)
+    return False
+
+
+def wire_text(kind: wire.Kind, value: pl.Expr) -> pl.Expr:
+    """The wire text of a value cast to :func:`polars_type` of its kind (null: null), as
+    :func:`assembler.contract.wire.emit` writes it: fields in declaration order, presence rules applied."""
+    if not _conditional(kind):
+        return pl.when(value.is_not_null()).then(json_text(value))
+    if isinstance(kind, wire.ListOf):
+        items = value.list.eval(wire_text(kind.item, pl.element()).fill_null("null")).list.join(",")
+        return pl.concat_str(pl.lit("["), items, pl.lit("]"))
+    assert isinstance(kind, tuple)
+    parts = []
+    for field in kind:
+        child = value.struct.field(field.name)
+        keyed = pl.lit(f',"{field.name}":') + wire_text(field.kind, child).fill_null("null")
+        if field.emit == "always":
+            parts.append(keyed)
+        elif field.emit == "if_present":
+            parts.append(pl.when(child.is_not_null()).then(keyed).otherwise(pl.lit("")))
+        elif field.emit == "if_nonempty":
+            parts.append(pl.when(child.list.len() > 0).then(keyed).otherwise(pl.lit("")))
+        else:  # if_true
+            parts.append(pl.when(child.fill_null(False)).then(pl.lit(f',"{field.name}":true')).otherwise(pl.lit("")))
+    return pl.when(value.is_not_null()).then(pl.concat_str(pl.lit("{"), pl.concat_str(parts).str.slice(1), pl.lit("}")))
+
+
+def _quoted_inner(value: pl.Expr) -> pl.Expr:
+    """A string's JSON literal without its quotes."""
+    text = json_text(value)
+    return text.str.slice(1, text.str.len_chars() - 2)
+
+
+# --- the frames ----------------------------------------------------------------------------------
+
+
+def _empty_batch() -> LaneBatch:
+    return LaneBatch(
+        records=[],
+        candidates=pl.DataFrame(schema=CANDIDATE_SCHEMA),
+        origins=pl.DataFrame(schema=ORIGIN_SCHEMA),
+        citations=pl.DataFrame(schema=CITATION_SCHEMA),
+    )
+
+
+def _entries(lists: pa.Array, kind: wire.Kind, limits: np.ndarray | None = None) -> tuple[pl.DataFrame, np.ndarray]:
+    """The entries of a list column: each entry's row ``q``, its 1-based rank in its list, and
+    the entry itself (``entry``, cast to :func:`polars_type` of ``kind``); with ``limits`` (per
+    row), only the entries ranked within their row's limit, and how many were cut per row."""
+    flat = pc.list_flatten(lists)
+    parents = _array(pc.list_parent_indices(lists)).astype(np.int64)
+    lengths = _array(pc.fill_null(pc.list_value_length(lists), 0)).astype(np.int64)
+    ranks = np.arange(len(flat), dtype=np.int64) - (np.cumsum(lengths) - lengths)[parents] + 1
+    cuts = np.zeros(len(lists), dtype=np.int64)
+    if limits is not None:
+        over = ranks > limits[parents]
+        if over.any():
+            cuts = np.bincount(parents[over], minlength=len(lists))
+            flat, parents, ranks = flat.filter(pa.array(~over)), parents[~over], ranks[~over]
+    entries = pl.DataFrame(
+        {"q": parents, "lane_rank": ranks, "entry": pl.Series(pl.from_arrow(flat)).cast(polars_type(kind))}
+    )
+    return entries, cuts
+
+
+def _lane_batch(
+    table: pa.Table,
+    rows: np.ndarray,
+    sources: Sequence[str],
+    line_numbers: Sequence[int],
+    overrides: dict[str, int],
+) -> LaneBatch:
+    lanes = table.column("lanes").combine_chunks()
+    request = table.column("request").combine_chunks()
+    limits = np.array([effective_search_limit(v) for v in request.field("search_limit").to_pylist()], dtype=np.int64)
+    contexts = pl.Series("context", table.column("context").combine_chunks(), dtype=pl.String)
+    queried, _ = _entries(lanes.field("graph_query"), wire.ASSOCIATION)
+    activated, _ = _entries(lanes.field("graph_activate"), wire.ACTIVATION)
+    associations = pl.concat(
+        [
+            queried.with_columns(lane_order=pl.lit(0), lane=pl.lit("graph_query")),
+            activated.with_columns(
+                pl.col("entry").struct.field("association").alias("entry"),
+                lane_order=pl.lit(1),
+                lane=pl.lit("graph_activate"),
+            ),
+        ]
+    )
+    candidates, origins = _associations(associations)
+    frames = [candidates]
+    cuts = np.zeros(table.num_rows, dtype=np.int64)
+    for order, name in ((2, "passages"), (3, "communities")):
+        hits, cut = _entries(lanes.field(name), LANE_SHAPES[name], limits)
+        cuts += cut
+        if len(hits):
+            frames.append(_hits(hits.with_columns(lane_order=pl.lit(order), context=contexts.gather(hits["q"])), name))
+    citations, _ = _entries(lanes.field("citations"), wire.CITATION_ENTRY)
+    return LaneBatch(
+        records=_records(table, request, rows, sources, line_numbers, overrides, cuts),
+        candidates=_in_order(frames, CANDIDATE_SCHEMA),
+        origins=_in_order([origins], ORIGIN_SCHEMA),
+        citations=_citations(citations),
+    )
+
+
+def _in_order(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType | type[pl.DataType]]) -> pl.DataFrame:
+    """The lanes' rows in the record path's order: by query, then lane, then rank."""
+    joined = pl.concat(frames).sort("q", "lane_order", "lane_rank", maintain_order=True)
+    return joined.select(list(schema)).cast(dict(schema))  # type: ignore[arg-type]
+
+
+def _associations(entries: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Candidate rows of association entries, and their ``(source, paragraph)`` origins."""
+    entries = entries.with_row_index("i")
+    attribution = pl.col("attribution")
+    atts = (
+        entries.select("i", pl.col("entry").struct.field("attributions").alias("attribution"))
+        .explode("attribution")
+        .filter(attribution.is_not_null())
+        .select(
+            "i",
+            source=attribution.struct.field("source"),
+            weight=attribution.struct.field("weight"),
+            paragraph=attribution.struct.field("paragraph").cast(pl.Int64),
+        )
+        .with_row_index("position")
+    )
+    # The primary attribution (contract 2.3): the last maximum of (|weight|, source reversed,
+    # paragraph present, paragraph reversed).
+    primary = (
+        atts.sort(
+            ["i", pl.col("weight").abs(), "source", pl.col("paragraph").is_not_null(), "paragraph", "position"],
+            descending=[False, False, True, False, True, False],
+            nulls_last=False,
+            maintain_order=True,
+        )
+        .group_by("i", maintain_order=True)
+        .last()
+        .select("i", primary_source="source", primary_paragraph="paragraph")
+    )
+    sources = (
+        atts.select("i", "source")
+        .unique()
+        .sort("i", "source")
+        .group_by("i", maintain_order=True)
+        .agg(json_text(pl.col("source")).str.join(",").alias("quoted"))
+    )
+    entry = pl.col("entry")
+    subject, label, obj = (entry.struct.field(name) for name in ("subject", "label", "object"))
+    key = pl.concat_str(subject, label, obj, separator=SEP)
+    escaped = pl.concat_str(_quoted_inner(subject), _quoted_inner(label), _quoted_inner(obj), separator="\\u0000")
+    candidates = (
+        entries.join(primary, on="i", how="left", maintain_order="left")
+        .join(sources, on="i", how="left", maintain_order="left")
+        .select(
+            "i",
+            "q",
+            "lane_order",
+            kind=pl.lit("association"),
+            lane="lane",
+            lane_rank="lane_rank",
+            canonical_key=key,
+            candidate_id=pl.lit("association" + SEP) + key,
+            id_json=pl.lit('"association\\u0000') + escaped + pl.lit('"'),
+            source="primary_source",
+            paragraph="primary_paragraph",
+            weight=entry.struct.field("weight"),
+            subject=subject,
+            label=label,
+            text=pl.concat_str(subject, label, obj, separator=" "),
+            payload_json=wire_text(wire.ASSOCIATION, entry),
+            corroboration_sources_json=pl.when(pl.col("quoted").is_not_null()).then("[" + pl.col("quoted") + "]"),
+        )
+    )
+    found = (
+        atts.filter(pl.col("paragraph").is_not_null())
+        .select("i", "source", "paragraph")
+        .unique()
+        .sort("i", "source", "paragraph")
+        .join(candidates.select("i", "q", "lane_order", "lane_rank", "candidate_id"), on="i")
+    )
+    return candidates.drop("i"), found
+
+
+def _hits(entries: pl.DataFrame, lane: str) -> pl.DataFrame:
+    """Candidate rows of passage or community hits."""
+    entry = pl.col("entry")
+    paragraph = entry.struct.field("paragraph").cast(pl.Int64)
+    if lane == "passages":
+        kind, shape, source = "passage", wire.PASSAGE_HIT, entry.struct.field("source")
+        evidence = entry.struct.field("lanes")
+        bm25 = evidence.struct.field("bm25").is_not_null()
+        vector = evidence.struct.field("vector").is_not_null()
+        lane_name = (
+            pl.when(bm25 & vector)
+            .then(pl.lit("passage_fused"))
+            .when(vector)
+            .then(pl.lit("passage_vector"))
+            .otherwise(pl.lit("passage_bm25"))
+        )
+    else:
+        kind, shape, lane_name = "community", wire.COMMUNITY_HIT, pl.lit("community")
+        source = pl.lit("community:") + entry.struct.field("community")
+    key = pl.concat_str("context", source, paragraph.cast(pl.String), separator=SEP)
+    escaped = pl.concat_str(
+        _quoted_inner(pl.col("context")), _quoted_inner(source), paragraph.cast(pl.String), separator="\\u0000"
+    )
+    return entries.select(
+        "q",
+        "lane_order",
+        kind=pl.lit(kind),
+        lane=lane_name,
+        lane_rank="lane_rank",
+        canonical_key=key,
+        candidate_id=pl.lit(kind + SEP) + key,
+        id_json=pl.lit(f'"{kind}\\u0000') + escaped + pl.lit('"'),
+        source=source,
+        paragraph=paragraph,
+        weight=pl.lit(None, dtype=pl.Float64),
+        subject=pl.lit(None, dtype=pl.String),
+        label=pl.lit(None, dtype=pl.String),
+        text=entry.struct.field("text"),
+        payload_json=wire_text(shape, entry),
+        corroboration_sources_json=pl.lit(None, dtype=pl.String),
+    )
+
+
+def _citations(entries: pl.DataFrame) -> pl.DataFrame:
+    """One row per resolved locator per query: the first entry of a repeated locator wins."""
+    entry = pl.col("entry")
+    source = entry.struct.field("source")
+    paragraph = entry.struct.field("paragraph").cast(pl.Int64)
+    ref = pl.concat_str(pl.lit('{"source":'), json_text(source), pl.lit(',"paragraph":'), paragraph.cast(pl.String))
+    frame = entries.select(
+        "q",
+        source=source,
+        paragraph=paragraph,
+        ref_json=ref + pl.lit("}"),
+        entry_json=wire_text(wire.CITATION_ENTRY, entry),
+    )
+    unique = frame.unique(["q", "source", "paragraph"], keep="first", maintain_order=True)
+    return unique.cast(dict(CITATION_SCHEMA))  # type: ignore[arg-type]
+
+
+def _records(
+    table: pa.Table,
+    request: pa.StructArray,
+    rows: np.ndarray,
+    sources: Sequence[str],
+    line_numbers: Sequence[int],
+    overrides: dict[str, int],
+    cuts: np.ndarray,
+) -> list[QueryRecord]:
+    """The per-query part of each record (its request, limits and plan)."""
+    lanes = table.column("lanes").combine_chunks()
+    present = [_array(pc.is_valid(lanes.field(name))) for name in LANE_NAMES]
+    plans = table.column("plan_lanes").to_pylist()
+    records = []
+    for i, (query_id, context, fields) in enumerate(
+        zip(table.column("query_id").to_pylist(), table.column("context").to_pylist(), request.to_pylist(), strict=True)
+    ):
+        budget = {key: value for key, value in (fields["budget"] or {}).items() if value is not None}
+        rerank = fields["rerank"]
+        row = int(rows[i])
+        records.append(
+            QueryRecord(
+                query_id=query_id,
+                context=context,
+                request=build_request(
+                    origins=tuple(fields["origins"]),
+                    labels=tuple(fields["labels"] or ()),
+                    text_fallback_query=fields["text_fallback_query"],
+                    search_limit=fields["search_limit"],
+                    include_communities=bool(fields["include_communities"]),
+                    budget=budget,
+                    rerank=rerank is not None,
+                    rerank_model=None if rerank is None else rerank["model"],
+                ),
+                limits=resolve_limits(budget, overrides),
+                plan_lanes=_plan(plans[i]),
+                present_lanes=frozenset(name for name, has in zip(LANE_NAMES, present, strict=True) if has[i]),
+                search_limit_cuts=int(cuts[i]),
+                source=sources[row],
+                line=line_numbers[row],
+            )
+        )
+    return records
+
+
+def _plan(plan: dict[str, Any] | None) -> dict[str, dict[str, Any]] | None:
+    """``plan_lanes`` as the record path keeps it: the lanes given, ``floor`` rounded to f32."""
+    if plan is None:
+        return None
+    kept: dict[str, dict[str, Any]] = {}
+    for name in PLAN_LANE_NAMES:
+        lane = plan.get(name)
+        if lane is None:
+            continue
+        entry: dict[str, Any] = {"ran": lane["ran"]}
+        if lane["reason"] is not None:
+            entry["reason"] = lane["reason"]
+        if lane["floor"] is not None:
+            entry["floor"] = float(np.float32(lane["floor"]))
+        kept[name] = entry
+    return kept

@@ -1,0 +1,254 @@
+"""The columnar reader against the record path: the same records accepted, the same frames, the
+same packages and the same errors, on the committed data and on random valid and invalid lines."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from assembler.contract.jsontext import escape_string, format_f32, format_f64
+from assembler.errors import RecordError
+from assembler.pipeline import assemble_records
+from assembler.run.batch import JSON_LINE, assemble_table
+from assembler.run.io import RawRecord, line_record
+from assembler.run.records import iter_records
+from assembler.run.schemas import LANE_DUMP_SCHEMA
+from assembler.stages.lanes import build_batch, parse_record
+from assembler.stages.lanes_columnar import LANE_DUMP_ARROW, json_text, read_lane_lines
+from assembler.stages.plan import lanes_plan_text
+from tests.oracle.pools import generate_records
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA_FILES = sorted(
+    [
+        ROOT / "data/conformance/lanes.jsonl",
+        ROOT / "data/sample/lanes.jsonl",
+        *(ROOT / "data/eval").glob("*/lanes.jsonl"),
+    ]
+)
+SAMPLE_LINES = [line for line in (ROOT / "data/sample/lanes.jsonl").read_bytes().splitlines() if line.strip()]
+
+
+def _lines(path: Path) -> list[bytes]:
+    return [line for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def assert_taken_lines_match_the_record_path(lines: Sequence[bytes]) -> None:
+    """Every line the columnar reader takes is accepted by the record path, with equal frames."""
+    names = list(range(1, len(lines) + 1))
+    fast = read_lane_lines(lines, sources=["f"] * len(lines), line_numbers=names)
+    records = [parse_record(json.loads(line), file="f", line=i + 1) for i, line in enumerate(lines) if fast.taken[i]]
+    slow = build_batch(records)
+    assert_frame_equal(fast.batch.candidates, slow.candidates)
+    assert_frame_equal(fast.batch.origins, slow.origins)
+    assert_frame_equal(fast.batch.citations, slow.citations)
+    assert len(fast.batch.records) == len(records)
+    for mine, theirs in zip(fast.batch.records, records, strict=True):
+        for name in (
+            "query_id",
+            "context",
+            "request",
+            "limits",
+            "present_lanes",
+            "search_limit_cuts",
+            "source",
+            "line",
+        ):
+            assert getattr(mine, name) == getattr(theirs, name), name
+        assert lanes_plan_text(mine) == lanes_plan_text(theirs)
+
+
+def record_path(lines: Sequence[bytes]) -> tuple[list[str], list[tuple[int, str, str]]]:
+    """Packages and errors as the record path alone makes them (the reference for the columnar one)."""
+    rejected: list[tuple[int, str, str]] = []
+
+    def reject(raw: RawRecord, error: RecordError) -> None:
+        rejected.append((raw.line, str(error), raw.text))
+
+    raws = (line_record("<memory>", i + 1, line) for i, line in enumerate(lines))
+    records = [record for _, record in iter_records(raws, reject)]
+    return assemble_records(records).packages, rejected
+
+
+def columnar(lines: Sequence[bytes]) -> tuple[list[str], list[tuple[int, str, str]]]:
+    result = assemble_table(pa.table({JSON_LINE: pa.array(list(lines), pa.binary())}))
+    errors = [
+        (
+            row["line"],
+            str(RecordError(row["file"], row["line"], row["query_id"], row["field"], row["rule"])),
+            row["record"],
+        )
+        for row in result.rejected.to_pylist()
+    ]
+    return result.batch.packages, errors
+
+
+@pytest.mark.parametrize("path", DATA_FILES, ids=lambda path: path.parent.name)
+def test_committed_lane_dumps_are_all_taken_with_the_record_paths_frames(path: Path) -> None:
+    lines = _lines(path)
+    assert read_lane_lines(lines, sources=["f"] * len(lines), line_numbers=list(range(len(lines)))).taken.all()
+    assert_taken_lines_match_the_record_path(lines)
+
+
+@pytest.mark.parametrize("profile", ["typical", "worst"])
+def test_generated_pools_are_taken_with_the_record_paths_frames(profile: str) -> None:
+    lines = [
+        json.dumps(record).encode()
+        for record in generate_records(12 if profile == "worst" else 60, seed=3, profile=profile)
+    ]
+    assert_taken_lines_match_the_record_path(lines)
+    assert columnar(lines) == record_path(lines)
+
+
+def test_the_arrow_schema_derived_from_the_wire_shapes_is_the_parquet_lane_dump_schema() -> None:
+    assert LANE_DUMP_ARROW == LANE_DUMP_SCHEMA
+
+
+# --- lines the reader must hand back to the record path ---------------------------------------------
+
+_BASE = next(
+    record
+    for record in map(json.loads, SAMPLE_LINES)
+    if record["lanes"].get("passages") and record["lanes"].get("graph_activate")
+)
+
+
+def _with(path: Sequence[str | int], value: Any) -> bytes:
+    record = copy.deepcopy(_BASE)
+    target = record
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return json.dumps(record, ensure_ascii=False).encode()
+
+
+HANDED_BACK = {
+    "minus zero integer in a float field": _with(["lanes", "graph_activate", 0, "strength"], 0).replace(
+        b'"strength": 0,', b'"strength": -0,'
+    ),
+    "byte-order mark": b"\xef\xbb\xbf" + SAMPLE_LINES[1],
+    "two objects on one line": SAMPLE_LINES[2] + b" " + SAMPLE_LINES[3],
+    "unknown key": _with(["extra"], 1),
+    "unknown lane": _with(["lanes", "graph_qurey"], []),
+    "origins as one string": _with(["request", "origins"], "Ada"),
+    "null include_communities": _with(["request", "include_communities"], None),
+    "NaN score": _with(["lanes", "passages", 0, "score"], float("nan")),
+    "infinite weight": _with(["lanes", "graph_activate", 0, "association", "weight"], float("inf")),
+    "score past f32": _with(["lanes", "passages", 0, "score"], 1e39),
+    "fraction where an integer is required": _with(["lanes", "passages", 0, "paragraph"], 1.0),
+    "negative paragraph": _with(["lanes", "passages", 0, "paragraph"], -1),
+    "null passage": _with(["lanes", "passages", 0], None),
+    "missing text": _with(["lanes", "passages", 0, "text"], None),
+    "repeated key": b'{"query_id": "x", ' + _with(["query_id"], "y")[1:],
+    "lone surrogate": json.dumps({**_BASE, "context": "\ud800"}).encode(),
+    "too many origins": _with(["request", "origins"], ["o"] * 1001),
+    "deep nesting": _with(["extra"], json.loads("[" * 200 + "]" * 200)),
+    "not an object": b"[1, 2]",
+    "null (the reader crashes on input that begins with it)": b"null",
+    "null after spaces": b"  null",
+    "an object then null": SAMPLE_LINES[7] + b" null",
+    "invalid UTF-8": _with(["context"], "\x00marker").replace(b"\\u0000marker", b"\xff"),
+}
+
+
+@pytest.mark.parametrize("line", HANDED_BACK.values(), ids=HANDED_BACK.keys())
+def test_lines_the_reader_must_not_take_go_to_the_record_path(line: bytes) -> None:
+    lines = [SAMPLE_LINES[10], line, SAMPLE_LINES[11]]
+    fast = read_lane_lines(lines, sources=["f"] * 3, line_numbers=[1, 2, 3])
+    assert fast.taken.tolist() == [True, False, True]
+    assert columnar(lines) == record_path(lines)
+
+
+def test_include_communities_absent_is_taken_as_false() -> None:
+    record = copy.deepcopy(_BASE)
+    record["request"].pop("include_communities", None)
+    lines = [json.dumps(record).encode()]
+    assert read_lane_lines(lines, sources=["f"], line_numbers=[1]).taken.all()
+    assert_taken_lines_match_the_record_path(lines)
+
+
+def test_a_repeated_query_id_is_refused_wherever_the_two_lines_were_read() -> None:
+    bad = _with(["extra"], 1)  # the record path reads this one; the reader takes the other
+    lines = [SAMPLE_LINES[0], bad, SAMPLE_LINES[0]]
+    assert columnar(lines) == record_path(lines)
+
+
+# --- random lines: mutations of real records --------------------------------------------------------
+
+_VALUES = st.sampled_from(
+    [None, 0, -1, -0.0, 1.0, 2.5, 1e39, 2**32, 2**64, "", 'x\u2028"\\\n\x01', [], {}, [None], {"x": 1}, True]
+)
+
+
+def _paths(value: Any, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    found = [prefix] if prefix else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:3]):
+            found += _paths(item, (*prefix, index))
+    return found
+
+
+@st.composite
+def mutated_lines(draw: st.DrawFn) -> bytes:
+    record = json.loads(draw(st.sampled_from(SAMPLE_LINES)))
+    for _ in range(draw(st.integers(0, 2))):
+        paths = _paths(record)
+        path = draw(st.sampled_from(paths))
+        target = record
+        for step in path[:-1]:
+            target = target[step]
+        if draw(st.booleans()) and isinstance(target, dict):
+            target.pop(path[-1], None)
+        else:
+            target[path[-1]] = draw(_VALUES)
+    return json.dumps(record, ensure_ascii=draw(st.booleans())).encode()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mutated_lines(), min_size=1, max_size=6))
+def test_random_valid_and_invalid_lines_get_the_record_paths_packages_and_errors(lines: list[bytes]) -> None:
+    assert columnar(lines) == record_path(lines)
+    assert_taken_lines_match_the_record_path(lines)
+
+
+# --- numbers and strings written by Polars' JSON writer are the contract's --------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
+def test_json_text_writes_f64_bit_patterns_as_the_contract_does(bits: list[int]) -> None:
+    values = np.array(bits, dtype=np.uint64).view(np.float64)
+    values = values[np.isfinite(values)]
+    written = pl.select(json_text(pl.lit(pl.Series(values, dtype=pl.Float64)))).to_series().to_list()
+    assert written == [format_f64(float(value)) for value in values]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=50))
+def test_json_text_writes_f32_bit_patterns_as_the_contract_does(bits: list[int]) -> None:
+    values = np.array(bits, dtype=np.uint32).view(np.float32)
+    values = values[np.isfinite(values)]
+    written = pl.select(json_text(pl.lit(pl.Series(values, dtype=pl.Float32)))).to_series().to_list()
+    assert written == [format_f32(float(value)) for value in values]
+
+
+@given(st.lists(st.text(), min_size=1, max_size=20))
+def test_json_text_escapes_strings_as_the_contract_does(texts: list[str]) -> None:
+    texts = [text for text in texts if not any("\ud800" <= ch <= "\udfff" for ch in text)]
+    if texts:
+        written = pl.select(json_text(pl.lit(pl.Series(texts, dtype=pl.String)))).to_series().to_list()
+        assert written == [escape_string(text) for text in texts]
