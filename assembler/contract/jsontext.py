@@ -131,8 +131,10 @@ def format_f32(value: float) -> str:
 
 
 # The column form. Polars' Float -> String cast writes the shortest round-trip digits of each
-# value (f32-shortest for Float32), in a layout of its own that has changed between releases; a
-# text already in the contract's layout is kept as is, any other is re-laid out.
+# value (f32-shortest for Float32; tests/contract/test_jsontext_columns.py and
+# benchmarks/float_formats.py hold them to the scalar functions' digits), in a layout of its own
+# that polars does not promise to keep: a text already in the contract's layout is kept as is,
+# any other is re-laid out.
 
 
 def _layout_pattern(bounds: tuple[int, int]) -> str:
