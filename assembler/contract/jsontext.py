@@ -4,10 +4,19 @@ Every byte the package emits is produced by the functions in this module: string
 the f64/f32 float layout of serde_json 1.0.151, and the content measurements (UTF-8 bytes and
 quarter-tokens) that budget accounting is built on. Nothing else in the package formats JSON.
 
+The float rule: the shortest digits that round-trip (f32-shortest for f32), placed by
+``_layout`` between the kind's exponent bounds (``_F64_BOUNDS``, ``_F32_BOUNDS``); NaN and the
+infinities are ``null``, zero keeps its sign. ``format_f64``/``format_f32`` apply it to one
+value; ``format_f64_array``/``format_f32_array`` are its column form (polars writes the shortest
+digits of the whole column, texts already in ``_layout``'s form are kept, the rest are re-laid
+out by ``_layout_column``, the same branches as ``_layout`` in polars expressions).
+
 >>> format_f64(1e16), format_f64(0.00001), format_f64(-0.0), format_f64(2.5)
 ('1e+16', '0.00001', '-0.0', '2.5')
 >>> format_f32(0.86304635), format_f32(1e-6), format_f32(3.4028234663852886e38)
 ('0.86304635', '0.000001', '3.4028235e+38')
+>>> format_f64_array(np.array([1e16, 0.00001, -0.0, 2.5, np.nan])).to_list()
+['1e+16', '0.00001', '-0.0', '2.5', 'null']
 >>> escape_string('a"b\\x01')
 '"a\\\\"b\\\\u0001"'
 >>> measure('{"text":"日"}')
@@ -20,14 +29,18 @@ import json
 import math
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 __all__ = [
     "escape_string",
     "format_f32",
+    "format_f32_array",
     "format_f64",
+    "format_f64_array",
     "json_array",
     "measure",
     "quarters",
@@ -50,7 +63,13 @@ def escape_string(text: str) -> str:
 
 
 def _layout(digits: str, kk: int, bounds: tuple[int, int]) -> str:
-    """Place the shortest digit string ``0.d1..dn x 10^kk`` the way zmij/Ryu does."""
+    """Place the shortest digit string ``0.d1..dn x 10^kk`` the way zmij/Ryu does.
+
+    Positional while ``lo < kk <= hi`` (an integer keeps ``.0``), otherwise ``d.ddde±x``:
+
+    >>> _layout("15", -4, _F64_BOUNDS), _layout("15", -5, _F64_BOUNDS), _layout("1", 17, _F64_BOUNDS)
+    ('0.000015', '1.5e-6', '1e+16')
+    """
     hi, lo = bounds
     n = len(digits)
     if n <= kk <= hi:
@@ -109,6 +128,119 @@ def format_f64(value: float) -> str:
 def format_f32(value: float) -> str:
     """An f32 field (every ``score``) as serde_json writes it; ``value`` must already be f32."""
     return _format(value, True)
+
+
+# The column form. Polars' Float -> String cast writes the shortest round-trip digits of each
+# value (f32-shortest for Float32; tests/contract/test_jsontext_columns.py and
+# benchmarks/float_formats.py hold them to the scalar functions' digits), in a layout of its own
+# that polars does not promise to keep: a text already in the contract's layout is kept as is,
+# any other is re-laid out.
+
+
+def _layout_pattern(bounds: tuple[int, int]) -> str:
+    """An anchored regex matching exactly the texts ``_format`` writes for finite values.
+
+    One alternative per branch of ``_layout`` (exponents up to 399 cover every f64), plus zero.
+    """
+    hi, lo = bounds
+    whole = rf"[1-9]\d{{0,{hi - 1}}}\.(?:0|\d*[1-9])"  # 0 < kk <= hi
+    fraction = rf"0\.0{{0,{-lo - 1}}}[1-9](?:\d*[1-9])?"  # lo < kk <= 0
+    up = "|".join(str(x) for x in range(hi, 400))  # kk > hi
+    down = "|".join(str(x) for x in range(1 - lo, 400))  # kk <= lo
+    scientific = rf"[1-9](?:\.\d*[1-9])?e(?:\+(?:{up})|-(?:{down}))"
+    return rf"^-?(?:0\.0|{whole}|{fraction}|{scientific})$"
+
+
+_LAYOUT_PATTERNS = {_F64_BOUNDS: _layout_pattern(_F64_BOUNDS), _F32_BOUNDS: _layout_pattern(_F32_BOUNDS)}
+
+# Sign, whole digits, fraction digits, exponent of any plain decimal text ("1e16", "1.5e-05", ".5").
+_DECIMAL_PARTS = r"^(-?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$"
+
+
+def _layout_column(values: pl.Series, texts: pl.Series, bounds: tuple[int, int]) -> pl.Series:
+    """``_format`` on a column: ``texts`` are any shortest round-trip decimal texts of ``values``.
+
+    The digits and point position are read as ``_split_scientific`` reads them, then placed by
+    the branches of ``_layout``; non-finite values are ``null``, zero keeps the text's sign.
+    """
+    hi, lo = bounds
+    zeros = pl.lit("0" * max(hi, -lo))
+    frame = pl.DataFrame({"value": values, "parts": texts.str.extract_groups(_DECIMAL_PARTS)}).unnest("parts")
+    frame = frame.rename({"1": "sign", "2": "whole", "3": "fraction", "4": "exponent"})
+    frame = frame.with_columns(
+        both=pl.col("whole") + pl.col("fraction").fill_null(""),
+        exponent=pl.col("exponent").cast(pl.Int32).fill_null(0),
+    )
+    frame = frame.with_columns(stripped=pl.col("both").str.strip_chars_start("0"))
+    frame = frame.with_columns(
+        digits=pl.col("stripped").str.strip_chars_end("0"),
+        kk=pl.col("whole").str.len_bytes().cast(pl.Int32)
+        + pl.col("exponent")
+        - (pl.col("both").str.len_bytes().cast(pl.Int32) - pl.col("stripped").str.len_bytes().cast(pl.Int32)),
+    )
+    frame = frame.with_columns(n=pl.col("digits").str.len_bytes().cast(pl.Int32))
+    digits, n, kk = pl.col("digits"), pl.col("n"), pl.col("kk")
+    cut = kk.clip(0, None)
+    exponent = kk - 1
+    scientific = (
+        digits.str.slice(0, 1)
+        + pl.when(n > 1).then("." + digits.str.slice(1)).otherwise(pl.lit(""))
+        + pl.when(exponent >= 0).then(pl.lit("e+")).otherwise(pl.lit("e-"))
+        + exponent.abs().cast(pl.String)
+    )
+    body = (
+        pl.when((n <= kk) & (kk <= hi))
+        .then(digits + zeros.str.slice(0, (kk - n).clip(0, None)) + ".0")
+        .when((kk > 0) & (kk < n) & (kk <= hi))
+        .then(digits.str.slice(0, cut) + "." + digits.str.slice(cut))
+        .when((lo < kk) & (kk <= 0))
+        .then("0." + zeros.str.slice(0, (-kk).clip(0, None)) + digits)
+        .otherwise(scientific)
+    )
+    value = pl.col("value")
+    text = (
+        pl.when(value.is_nan() | value.is_infinite())
+        .then(pl.lit("null"))
+        .when(value == 0)
+        .then(pl.col("sign") + "0.0")
+        .otherwise(pl.col("sign") + body)
+    )
+    return frame.select(text.alias(texts.name)).to_series()
+
+
+def _fit_layout(values: pl.Series, texts: pl.Series, bounds: tuple[int, int]) -> pl.Series:
+    """Keep the shortest-digit ``texts`` already in the contract's layout, re-lay out the others (in place)."""
+    misfits = (~texts.str.contains(_LAYOUT_PATTERNS[bounds])).arg_true()  # a null text stays null
+    if misfits.len():
+        texts.scatter(misfits, _layout_column(values.gather(misfits), texts.gather(misfits), bounds))
+    return texts
+
+
+def _format_column(values: pl.Series, bounds: tuple[int, int]) -> pl.Series:
+    return _fit_layout(values, values.cast(pl.String), bounds)
+
+
+def _float_series(values: npt.NDArray[Any] | pl.Series, dtype: type[pl.Float32] | type[pl.Float64]) -> pl.Series:
+    series = values if isinstance(values, pl.Series) else pl.Series("", np.asarray(values))
+    return series.cast(dtype)
+
+
+def format_f64_array(values: npt.NDArray[Any] | pl.Series) -> pl.Series:
+    """``format_f64`` of every element, as a String series of the same length (null stays null).
+
+    >>> format_f64_array(pl.Series([1e15, 1e-6, -1.5e300, None, float("inf")])).to_list()
+    ['1000000000000000.0', '1e-6', '-1.5e+300', None, 'null']
+    """
+    return _format_column(_float_series(values, pl.Float64), _F64_BOUNDS)
+
+
+def format_f32_array(values: npt.NDArray[Any] | pl.Series) -> pl.Series:
+    """``format_f32`` of every element; the values must already be f32 (float32, or float64 holding f32s).
+
+    >>> format_f32_array(np.array([0.86304635, 1e-6, 1e13, -0.0], dtype=np.float32)).to_list()
+    ['0.86304635', '0.000001', '1e+13', '-0.0']
+    """
+    return _format_column(_float_series(values, pl.Float32), _F32_BOUNDS)
 
 
 def to_f32(value: float) -> float:
