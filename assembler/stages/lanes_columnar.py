@@ -17,6 +17,7 @@ frames are those :func:`~assembler.stages.lanes.build_batch` makes of it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from assembler.contract import wire
+from assembler.contract.jsontext import escape_string, format_f32, format_f64
 from assembler.contract.request import (
     MAX_INPUT_ITEMS,
     REQUEST_FIELDS,
@@ -56,6 +58,7 @@ __all__ = [
     "polars_type",
     "read_lane_lines",
     "wire_text",
+    "writer_agrees",
 ]
 
 LANE_DUMP_FIELDS: wire.Shape = (
@@ -121,6 +124,8 @@ def read_lane_lines(
     """Parse JSON Lines (one record each, no newline) into lanes, taking every line the reader and
     the column checks accept; ``sources``/``line_numbers`` name each line's record."""
     taken = np.zeros(len(lines), dtype=bool)
+    if not writer_agrees():
+        return ColumnarLanes(taken, _empty_batch())
     tables: list[pa.Table] = []
     positions: list[int] = []
     for start, table in _parse_runs(lines):
@@ -279,6 +284,27 @@ def json_text(value: pl.Expr) -> pl.Expr:
     escapes and its f64/f32 layout are the contract's (section 1.6; checked against
     :mod:`assembler.contract.jsontext` in tests/stages/test_lanes_columnar.py)."""
     return pl.struct(value.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+
+
+@functools.cache
+def writer_agrees() -> bool:
+    """Whether the installed Polars' JSON writer writes numbers and strings as the contract does,
+    probed once per process on the layout's edge values (every power of ten and its neighbours,
+    both signs, f64 and f32) and on every escape. If a Polars release changes its layout, the
+    columnar reader takes no line and everything goes through the record path: slower, never wrong."""
+    tens = np.array([10.0**k for k in range(-323, 309)])
+    f64 = np.concatenate([tens, np.nextafter(tens, 0), np.nextafter(tens, np.inf), [5e-324, 2.2250738585072014e-308]])
+    f64 = np.concatenate([f64, -f64, [0.0, -0.0]])
+    with np.errstate(over="ignore"):
+        f32 = np.unique(f64.astype(np.float32))
+    f32 = f32[np.isfinite(f32)]
+    texts = [chr(code) for code in range(0x80)] + ['a"b\\c', "\u2028\u00e9\U0001f600", ""]
+    probes = (
+        (pl.Series(f64, dtype=pl.Float64), [format_f64(float(value)) for value in f64]),
+        (pl.Series(f32, dtype=pl.Float32), [format_f32(float(value)) for value in f32]),
+        (pl.Series(texts, dtype=pl.String), [escape_string(text) for text in texts]),
+    )
+    return all(pl.select(json_text(pl.lit(values))).to_series().to_list() == expected for values, expected in probes)
 
 
 def _conditional(kind: wire.Kind) -> bool:

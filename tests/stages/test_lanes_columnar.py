@@ -23,9 +23,9 @@ from assembler.pipeline import assemble_records
 from assembler.run.batch import JSON_LINE, assemble_table
 from assembler.run.io import RawRecord, line_record
 from assembler.run.records import iter_records
-from assembler.run.schemas import LANE_DUMP_SCHEMA
+from assembler.stages import lanes_columnar
 from assembler.stages.lanes import build_batch, parse_record
-from assembler.stages.lanes_columnar import LANE_DUMP_ARROW, json_text, read_lane_lines
+from assembler.stages.lanes_columnar import json_text, read_lane_lines, writer_agrees
 from assembler.stages.plan import lanes_plan_text
 from tests.oracle.pools import generate_records
 
@@ -109,10 +109,6 @@ def test_generated_pools_are_taken_with_the_record_paths_frames(profile: str) ->
     ]
     assert_taken_lines_match_the_record_path(lines)
     assert columnar(lines) == record_path(lines)
-
-
-def test_the_arrow_schema_derived_from_the_wire_shapes_is_the_parquet_lane_dump_schema() -> None:
-    assert LANE_DUMP_ARROW == LANE_DUMP_SCHEMA
 
 
 # --- lines the reader must hand back to the record path ---------------------------------------------
@@ -252,3 +248,16 @@ def test_json_text_escapes_strings_as_the_contract_does(texts: list[str]) -> Non
     if texts:
         written = pl.select(json_text(pl.lit(pl.Series(texts, dtype=pl.String)))).to_series().to_list()
         assert written == [escape_string(text) for text in texts]
+
+
+def test_the_installed_polars_writes_json_as_the_contract_does() -> None:
+    assert writer_agrees()
+
+
+def test_a_polars_that_writes_json_otherwise_sends_every_line_to_the_record_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lanes_columnar, "writer_agrees", lambda: False)
+    lines = SAMPLE_LINES[:5]
+    assert not read_lane_lines(lines, sources=["f"] * 5, line_numbers=[1, 2, 3, 4, 5]).taken.any()
+    assert columnar(lines) == record_path(lines)
