@@ -23,7 +23,7 @@ from typing import Any
 from benchmarks.harness import SCRATCH, machine_info
 from tests.oracle.pools import generate_records, iter_records, write_jsonl
 
-STAGE_PARENTS = ("run_assembly", "assemble_table", "assemble_records", "select", "suppress", "duplicate_positions")
+STAGE_PARENTS = ("run_assembly", "assemble_table", "assemble_lanes", "select", "suppress", "duplicate_positions")
 
 # The pipeline's stages by the functions that do them: a frame's time goes to the nearest
 # enclosing (or own) stage function, so each second is counted once ("other" rows: a caller's
@@ -32,8 +32,15 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("run: opening and closing outputs, other", (("run_assembly", "run/local.py"),)),
     ("reading input chunks (`read_tables`)", (("read_tables", "run/batch.py"),)),
     ("chunk bookkeeping (`assemble_table`, other)", (("assemble_table", "run/batch.py"),)),
-    ("parsing and validating records (`iter_records`)", (("iter_records", "run/records.py"),)),
-    ("candidate frames (`build_batch`)", (("build_batch", "stages/lanes.py"),)),
+    (
+        "columnar reading: parse, checks, candidate frames (`read_lane_lines`)",
+        (("read_lane_lines", "stages/lanes_columnar.py"),),
+    ),
+    ("record path: lines the columnar reader left (`iter_records`)", (("iter_records", "run/records.py"),)),
+    (
+        "candidate frames of the record path (`build_batch`, `concat_batches`)",
+        (("build_batch", "stages/lanes.py"), ("concat_batches", "stages/lanes.py")),
+    ),
     ("fusion (`fuse`)", (("fuse", "stages/fuse.py"),)),
     ("near-duplicates (`suppress`)", (("suppress", "stages/neardup.py"),)),
     (
@@ -53,7 +60,7 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("_summaries", "pipeline.py"),
         ),
     ),
-    ("`assemble_records`: other (citation sizes, package loop)", (("assemble_records", "pipeline.py"),)),
+    ("`assemble_lanes`: other (citation sizes, package loop)", (("assemble_lanes", "pipeline.py"),)),
     ("output writing (`PackageSink.write`)", (("write", "run/outputs.py"),)),
 )
 

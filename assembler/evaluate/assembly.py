@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from assembler.contract.request import Limits
-from assembler.pipeline import assemble_batch
+from assembler.contract.request import Limits, check_overrides
+from assembler.run.batch import assemble_table, lines_table
 from assembler.selection import SelectionPolicy
 
 __all__ = ["Assembled", "assemble_case", "assemble_cases", "evidence_block", "project"]
@@ -85,7 +85,7 @@ def assembled(text: str, limit: int, latency_ms: float) -> Assembled:
 def assemble_cases(
     records: Sequence[tuple[Mapping[str, Any], int]], limits: Limits, policy: SelectionPolicy
 ) -> list[Assembled]:
-    """Every case assembled in one :func:`~assembler.pipeline.assemble_batch` call, in case order.
+    """Every case assembled in one :func:`~assembler.run.batch.assemble_table` call, in case order.
 
     ``records`` pairs each lane-dump record with its case limit. The pipeline works on every query
     at once and a query's package does not depend on the others in its batch, so the packages are
@@ -94,9 +94,11 @@ def assemble_cases(
     """
     if not records:
         return []
-    requests = [case_request(raw, limit) for raw, limit in records]
     start = time.perf_counter()
-    texts = assemble_batch(requests, overrides=limit_overrides(limits), policy=policy).packages
+    # As JSON Lines, so that the columnar reader takes them (the dumps were read from JSON text).
+    lines = [json.dumps(case_request(raw, limit), ensure_ascii=False).encode() for raw, limit in records]
+    checked = check_overrides(limit_overrides(limits))
+    texts = assemble_table(lines_table(lines), overrides=checked, policy=policy, on_error="stop").batch.packages
     per_case_ms = (time.perf_counter() - start) * 1000.0 / len(records)
     return [assembled(text, limit, per_case_ms) for text, (_, limit) in zip(texts, records, strict=True)]
 

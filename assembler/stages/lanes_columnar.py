@@ -138,7 +138,7 @@ def read_lane_lines(
     rows = np.asarray(positions)
     ok = ~_rule_breaks(table, [lines[i] for i in rows])
     taken[rows[~ok]] = False
-    table, rows = table.filter(pa.array(ok)), rows[ok]
+    table, rows = table.filter(_mask(ok)), rows[ok]
     return ColumnarLanes(taken, _lane_batch(table, rows, sources, line_numbers, dict(overrides or {})))
 
 
@@ -214,7 +214,7 @@ def _rule_breaks(table: pa.Table, lines: Sequence[bytes]) -> np.ndarray:
     bad = _kind_breaks(LANE_DUMP_FIELDS, records)
     request = records.field("request")
     for name in ("origins", "labels"):
-        bad |= _array(pc.fill_null(pc.list_value_length(request.field(name)), 0)) > MAX_INPUT_ITEMS
+        bad |= _array(pc.list_value_length(request.field(name)), 0) > MAX_INPUT_ITEMS
     # include_communities: absent is false, null is refused; the reader shows both as null.
     unset = _array(pc.is_null(request.field("include_communities")))
     if unset.any():
@@ -222,8 +222,16 @@ def _rule_breaks(table: pa.Table, lines: Sequence[bytes]) -> np.ndarray:
     return bad
 
 
-def _array(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(values.to_numpy(zero_copy_only=False))
+def _mask(keep: np.ndarray) -> pa.Array:
+    """A boolean Arrow array (made by Polars: ``pa.array`` imports pandas, when installed, on first use)."""
+    return pl.Series(keep, dtype=pl.Boolean).to_arrow()
+
+
+def _array(values: pa.Array | pa.ChunkedArray, null: float | None = None) -> np.ndarray:
+    """An Arrow array as NumPy, nulls replaced by ``null`` (through Polars: pyarrow's own
+    conversions import pandas, when installed, on first use)."""
+    series = pl.Series(values)
+    return np.asarray((series if null is None else series.fill_null(null)).to_numpy())
 
 
 def _kind_breaks(kind: wire.Kind, values: pa.Array) -> np.ndarray:
@@ -246,7 +254,7 @@ def _kind_breaks(kind: wire.Kind, values: pa.Array) -> np.ndarray:
             bad |= _kind_breaks(field.kind, child)
         return np.asarray(bad & valid)
     if kind in ("f64", "f32"):
-        numbers = _array(pc.fill_null(values, 0.0))
+        numbers = _array(values, 0.0)
         # NaN and the infinities are refused; "-0" is the integer 0 to JSON but -0.0 to the reader.
         bad = ~np.isfinite(numbers) | ((numbers == 0) & np.signbit(numbers))
         if kind == "f32":
@@ -340,12 +348,6 @@ def wire_text(kind: wire.Kind, value: pl.Expr) -> pl.Expr:
     return pl.when(value.is_not_null()).then(pl.concat_str(pl.lit("{"), pl.concat_str(parts).str.slice(1), pl.lit("}")))
 
 
-def _quoted_inner(value: pl.Expr) -> pl.Expr:
-    """A string's JSON literal without its quotes."""
-    text = json_text(value)
-    return text.str.slice(1, text.str.len_chars() - 2)
-
-
 # --- the frames ----------------------------------------------------------------------------------
 
 
@@ -364,14 +366,14 @@ def _entries(lists: pa.Array, kind: wire.Kind, limits: np.ndarray | None = None)
     row), only the entries ranked within their row's limit, and how many were cut per row."""
     flat = pc.list_flatten(lists)
     parents = _array(pc.list_parent_indices(lists)).astype(np.int64)
-    lengths = _array(pc.fill_null(pc.list_value_length(lists), 0)).astype(np.int64)
+    lengths = _array(pc.list_value_length(lists), 0).astype(np.int64)
     ranks = np.arange(len(flat), dtype=np.int64) - (np.cumsum(lengths) - lengths)[parents] + 1
     cuts = np.zeros(len(lists), dtype=np.int64)
     if limits is not None:
         over = ranks > limits[parents]
         if over.any():
             cuts = np.bincount(parents[over], minlength=len(lists))
-            flat, parents, ranks = flat.filter(pa.array(~over)), parents[~over], ranks[~over]
+            flat, parents, ranks = flat.filter(_mask(~over)), parents[~over], ranks[~over]
     entries = pl.DataFrame(
         {"q": parents, "lane_rank": ranks, "entry": pl.Series(pl.from_arrow(flat)).cast(polars_type(kind))}
     )
@@ -457,13 +459,14 @@ def _associations(entries: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         atts.select("i", "source")
         .unique()
         .sort("i", "source")
+        .with_columns(quoted=json_text(pl.col("source")))
         .group_by("i", maintain_order=True)
-        .agg(json_text(pl.col("source")).str.join(",").alias("quoted"))
+        .agg(pl.col("quoted"))
+        .with_columns(pl.col("quoted").list.join(","))
     )
     entry = pl.col("entry")
     subject, label, obj = (entry.struct.field(name) for name in ("subject", "label", "object"))
     key = pl.concat_str(subject, label, obj, separator=SEP)
-    escaped = pl.concat_str(_quoted_inner(subject), _quoted_inner(label), _quoted_inner(obj), separator="\\u0000")
     candidates = (
         entries.join(primary, on="i", how="left", maintain_order="left")
         .join(sources, on="i", how="left", maintain_order="left")
@@ -476,7 +479,7 @@ def _associations(entries: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
             lane_rank="lane_rank",
             canonical_key=key,
             candidate_id=pl.lit("association" + SEP) + key,
-            id_json=pl.lit('"association\\u0000') + escaped + pl.lit('"'),
+            id_json=json_text(pl.lit("association" + SEP) + key),
             source="primary_source",
             paragraph="primary_paragraph",
             weight=entry.struct.field("weight"),
@@ -517,9 +520,6 @@ def _hits(entries: pl.DataFrame, lane: str) -> pl.DataFrame:
         kind, shape, lane_name = "community", wire.COMMUNITY_HIT, pl.lit("community")
         source = pl.lit("community:") + entry.struct.field("community")
     key = pl.concat_str("context", source, paragraph.cast(pl.String), separator=SEP)
-    escaped = pl.concat_str(
-        _quoted_inner(pl.col("context")), _quoted_inner(source), paragraph.cast(pl.String), separator="\\u0000"
-    )
     return entries.select(
         "q",
         "lane_order",
@@ -528,7 +528,7 @@ def _hits(entries: pl.DataFrame, lane: str) -> pl.DataFrame:
         lane_rank="lane_rank",
         canonical_key=key,
         candidate_id=pl.lit(kind + SEP) + key,
-        id_json=pl.lit(f'"{kind}\\u0000') + escaped + pl.lit('"'),
+        id_json=json_text(pl.lit(kind + SEP) + key),
         source=source,
         paragraph=paragraph,
         weight=pl.lit(None, dtype=pl.Float64),

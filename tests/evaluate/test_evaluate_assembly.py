@@ -17,7 +17,7 @@ from assembler.evaluate.harness import RunConfig, run_artifact
 from assembler.evaluate.loader import load_eval, parse_eval_text
 from assembler.evaluate.structural import run_structural
 from assembler.evaluate.sweep import parse_budgets, run_sweep
-from assembler.pipeline import assemble_batch
+from assembler.run.batch import assemble_table
 from assembler.selection import CONTRACT, get_policy
 from assembler.stages.lanes import parse_record
 
@@ -152,7 +152,7 @@ def test_batched_assembly_gives_every_case_the_package_of_its_own_call(policy: s
 
 
 def test_no_case_means_no_pipeline_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(assembly_module, "assemble_batch", None)  # calling it would fail
+    monkeypatch.setattr(assembly_module, "assemble_table", None)  # calling it would fail
     assert assemble_cases([], DEFAULTS, CONTRACT) == []
 
 
@@ -160,12 +160,11 @@ def _count_pipeline_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Spy on the pipeline entry the assembly mode calls; returns the batch sizes seen."""
     sizes: list[int] = []
 
-    def spy(records: Any, **kwargs: Any) -> Any:
-        records = list(records)
-        sizes.append(len(records))
-        return assemble_batch(records, **kwargs)
+    def spy(table: Any, **kwargs: Any) -> Any:
+        sizes.append(table.num_rows)
+        return assemble_table(table, **kwargs)
 
-    monkeypatch.setattr(assembly_module, "assemble_batch", spy)
+    monkeypatch.setattr(assembly_module, "assemble_table", spy)
     return sizes
 
 
