@@ -48,7 +48,7 @@ from assembler.run.records import iter_records
 from assembler.run.schemas import PACKAGE_SCHEMA
 from assembler.selection import CONTRACT, SelectionPolicy
 from assembler.stages.lanes import LaneBatch, LaneRecord, QueryRecord, build_batch, concat_batches, repeated_query_id
-from assembler.stages.lanes_columnar import read_lane_lines
+from assembler.stages.lanes_columnar import ColumnarLanes, read_lane_lines, read_lane_rows
 
 if TYPE_CHECKING:
     from assembler.stages.reorder import Reranker
@@ -143,15 +143,7 @@ def assemble_table(
 
         return reject
 
-    if text_form:
-        batch = _columnar_lanes(table, reject_row, checked, seen, package_rows)
-    else:
-        records = []
-        for index, raw in _table_raws(table, text_form):
-            for _, record in iter_records([raw], reject_row(index), checked, seen=seen):
-                records.append(record)
-                package_rows.append(index)
-        batch = build_batch(records)
+    batch = _columnar_lanes(table, text_form, reject_row, checked, seen, package_rows)
     return ArrowResult(
         batch=assemble_lanes(batch, policy=policy, reranker=reranker),
         rejected=_rejected_table(rejected, text_form),
@@ -162,38 +154,33 @@ def assemble_table(
 
 def _columnar_lanes(
     table: pa.Table,
+    text_form: bool,
     reject_row: Callable[[int], Callable[[RawRecord, RecordError], None]],
     overrides: dict[str, int],
     seen: set[str],
     package_rows: list[int],
 ) -> LaneBatch:
-    """The lanes of a JSON Lines table: the columnar reader takes what it can
+    """The lanes of an input table: the columnar reader takes what it can
     (:mod:`assembler.stages.lanes_columnar`), the record path validates the rest and words every
     error; records stay in input order and a repeated query id is refused wherever it is."""
-    lines = list(_table_lines(table))
-    fast = read_lane_lines(
-        [data for _, _, _, data in lines],
-        sources=[file for _, file, _, _ in lines],
-        line_numbers=[line for _, _, line, _ in lines],
-        overrides=overrides,
-    )
+    indices, fast, raw_of = _read_columns(table, text_form, overrides)
     records: list[QueryRecord] = []
     fast_targets: list[int | None] = []
     slow_records: list[LaneRecord] = []
     slow_targets: list[int | None] = []
     taken = iter(fast.batch.records)
-    for k, (index, file, line, data) in enumerate(lines):
+    for k, index in enumerate(indices):
         reject = reject_row(index)
         if fast.taken[k]:
             record = next(taken)
             repeated = repeated_query_id(record, seen)
             if repeated is not None:
-                reject(RawRecord(file, line, None, data.decode("utf-8")), repeated)
+                reject(raw_of(k), repeated)
                 fast_targets.append(None)
                 continue
             fast_targets.append(len(records))
         else:
-            accepted = [record for _, record in iter_records([line_record(file, line, data)], reject, overrides, seen)]
+            accepted = [record for _, record in iter_records([raw_of(k)], reject, overrides, seen)]
             if not accepted:
                 continue
             record = accepted[0]
@@ -204,6 +191,36 @@ def _columnar_lanes(
     if not slow_records:
         return concat_batches([(fast.batch, fast_targets)], records) if None in fast_targets else fast.batch
     return concat_batches([(fast.batch, fast_targets), (build_batch(slow_records), slow_targets)], records)
+
+
+def _read_columns(
+    table: pa.Table, text_form: bool, overrides: dict[str, int]
+) -> tuple[list[int], ColumnarLanes, Callable[[int], RawRecord]]:
+    """The row index of every record of the table, what the columnar reader took of them, and the
+    record-path form of the ``k``-th one (made only when needed)."""
+    if text_form:
+        lines = list(_table_lines(table))
+        fast = read_lane_lines(
+            [data for _, _, _, data in lines],
+            sources=[file for _, file, _, _ in lines],
+            line_numbers=[line for _, _, line, _ in lines],
+            overrides=overrides,
+        )
+        return [row[0] for row in lines], fast, lambda k: line_record(*lines[k][1:])
+    n = table.num_rows
+    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
+    numbers = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else list(range(1, n + 1))
+    record_columns = [name for name in table.column_names if name not in _SOURCE_COLUMNS]
+    check_unique_columns(record_columns, files[0] if n else "<memory>")
+    records = table.select(record_columns)
+    fast = read_lane_rows(records, sources=files, line_numbers=numbers, overrides=overrides)
+
+    def raw_of(k: int) -> RawRecord:
+        # The text is made only if the record is rejected (see _rejected_table).
+        value, problem = table_rows(records.slice(k, 1))[0]
+        return parquet_record(files[k], numbers[k], value, problem)
+
+    return list(range(n)), fast, raw_of
 
 
 def _table_lines(table: pa.Table) -> Iterator[tuple[int, str, int, bytes]]:
@@ -221,7 +238,7 @@ def _table_lines(table: pa.Table) -> Iterator[tuple[int, str, int, bytes]]:
 
 
 def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawRecord]]:
-    """``(row index, record)`` of every row that holds a record."""
+    """``(row index, record)`` of every row that holds a record (all through the record path)."""
     if text_form:
         for index, file, line, data in _table_lines(table):
             yield index, line_record(file, line, data)
@@ -233,7 +250,6 @@ def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawReco
     check_unique_columns(record_columns, files[0] if n else "<memory>")
     values = table_rows(table.select(record_columns))
     for index, (file, line, (value, problem)) in enumerate(zip(files, lines, values, strict=True)):
-        # The text is made only if the record is rejected (see _rejected_table).
         yield index, parquet_record(file, line, value, problem)
 
 

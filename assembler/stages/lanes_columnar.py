@@ -57,6 +57,7 @@ __all__ = [
     "json_text",
     "polars_type",
     "read_lane_lines",
+    "read_lane_rows",
     "wire_text",
     "writer_agrees",
 ]
@@ -134,9 +135,43 @@ def read_lane_lines(
         taken[start : start + table.num_rows] = True
     if not tables:
         return ColumnarLanes(taken, _empty_batch())
-    table = pa.concat_tables(tables).combine_chunks()
     rows = np.asarray(positions)
-    ok = ~_rule_breaks(table, [lines[i] for i in rows])
+    return _take(pa.concat_tables(tables), rows, taken, [lines[i] for i in rows], sources, line_numbers, overrides)
+
+
+def read_lane_rows(
+    table: pa.Table,
+    *,
+    sources: Sequence[str],
+    line_numbers: Sequence[int],
+    overrides: Mapping[str, int] | None = None,
+) -> ColumnarLanes:
+    """Rows of the Parquet form (the lane-dump columns, null meaning absent) into lanes: taken when
+    the table has exactly the lane-dump schema and the row passes the column checks."""
+    taken = np.zeros(table.num_rows, dtype=bool)
+    if not writer_agrees() or not table.schema.equals(LANE_DUMP_ARROW) or table.num_rows == 0:
+        return ColumnarLanes(taken, _empty_batch())
+    try:
+        table.validate(full=True)  # strings that are not UTF-8
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return ColumnarLanes(taken, _empty_batch())
+    rows = np.arange(table.num_rows)
+    taken[:] = True
+    return _take(table, rows, taken, None, sources, line_numbers, overrides)
+
+
+def _take(
+    table: pa.Table,
+    rows: np.ndarray,
+    taken: np.ndarray,
+    lines: Sequence[bytes] | None,
+    sources: Sequence[str],
+    line_numbers: Sequence[int],
+    overrides: Mapping[str, int] | None,
+) -> ColumnarLanes:
+    """The rows of ``table`` (input positions ``rows``) that pass the column checks, as lanes."""
+    table = table.combine_chunks()
+    ok = ~_rule_breaks(table, lines)
     taken[rows[~ok]] = False
     table, rows = table.filter(_mask(ok)), rows[ok]
     return ColumnarLanes(taken, _lane_batch(table, rows, sources, line_numbers, dict(overrides or {})))
@@ -206,8 +241,9 @@ def _parse_runs(lines: Sequence[bytes]) -> list[tuple[int, pa.Table]]:
 # --- the rules the reader does not enforce -----------------------------------------------------------
 
 
-def _rule_breaks(table: pa.Table, lines: Sequence[bytes]) -> np.ndarray:
-    """Per row: does the record break a rule the reader does not check (so the record path decides)?"""
+def _rule_breaks(table: pa.Table, lines: Sequence[bytes] | None) -> np.ndarray:
+    """Per row: does the record break a rule the reader does not check (so the record path decides)?
+    ``lines``: the JSON text of each row (None for the Parquet form, where null means absent)."""
     records = pa.StructArray.from_arrays(
         [column.combine_chunks() for column in table.columns], names=table.column_names
     )
@@ -217,7 +253,7 @@ def _rule_breaks(table: pa.Table, lines: Sequence[bytes]) -> np.ndarray:
         bad |= _array(pc.list_value_length(request.field(name)), 0) > MAX_INPUT_ITEMS
     # include_communities: absent is false, null is refused; the reader shows both as null.
     unset = _array(pc.is_null(request.field("include_communities")))
-    if unset.any():
+    if lines is not None and unset.any():
         bad |= unset & np.array([b'"include_communities"' in line for line in lines])
     return bad
 

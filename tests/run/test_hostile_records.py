@@ -76,9 +76,15 @@ def assemble(
         argv += ["--errors", str(errs)]
     status = main(argv)
     err = capsys.readouterr().err
-    packages = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
-    errors = [json.loads(line) for line in errs.read_bytes().decode("utf-8").splitlines()] if errs.exists() else []
+    packages = _lines(out.read_text(encoding="utf-8")) if out.exists() else []
+    errors = [json.loads(line) for line in _lines(errs.read_bytes().decode("utf-8"))] if errs.exists() else []
     return Run(status, err, packages, errors)
+
+
+def _lines(text: str) -> list[str]:
+    """JSON Lines split at newlines only: a package may hold U+0085 or U+2028 raw (JSON allows
+    them, and serde writes them so), which ``str.splitlines`` would split at."""
+    return text.split("\n")[:-1] if text else []
 
 
 def write_lines(path: Path, lines: Sequence[bytes]) -> Path:
@@ -660,3 +666,12 @@ def test_rejected_records_keep_their_text_verbatim_when_it_is_valid_utf8(
     assert b"\\u001b[2J" in line
     run = both_modes(tmp_path, capsys, between_good(line), {2})
     assert run.errors[0]["record"].encode() == line
+
+
+def test_a_query_id_holding_a_next_line_character_stays_one_package_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = json.dumps(record_with(["context"], "c", query_id="a\u0085b\u2028c"), ensure_ascii=False).encode()
+    run = assemble(tmp_path, capsys, str(write_lines(tmp_path / "in.jsonl", [line])))
+    assert run.status == 0 and len(run.packages) == 1
+    assert json.loads(run.packages[0])["query_id"] == "a\u0085b\u2028c"

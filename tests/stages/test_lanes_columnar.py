@@ -21,11 +21,12 @@ from assembler.contract.jsontext import escape_string, format_f32, format_f64
 from assembler.errors import RecordError
 from assembler.pipeline import assemble_records
 from assembler.run.batch import JSON_LINE, assemble_table
-from assembler.run.io import RawRecord, line_record
+from assembler.run.io import RawRecord, line_record, parquet_record, table_rows
 from assembler.run.records import iter_records
+from assembler.run.schemas import LANE_DUMP_SCHEMA
 from assembler.stages import lanes_columnar
 from assembler.stages.lanes import build_batch, parse_record
-from assembler.stages.lanes_columnar import json_text, read_lane_lines, writer_agrees
+from assembler.stages.lanes_columnar import json_text, read_lane_lines, read_lane_rows, writer_agrees
 from assembler.stages.plan import lanes_plan_text
 from tests.oracle.pools import generate_records
 
@@ -261,3 +262,63 @@ def test_a_polars_that_writes_json_otherwise_sends_every_line_to_the_record_path
     lines = SAMPLE_LINES[:5]
     assert not read_lane_lines(lines, sources=["f"] * 5, line_numbers=[1, 2, 3, 4, 5]).taken.any()
     assert columnar(lines) == record_path(lines)
+
+
+# --- the Parquet form: rows of the lane-dump schema, null meaning absent -----------------------------
+
+
+def parquet_table(lines: Sequence[bytes]) -> pa.Table:
+    """Lane-dump lines as the Parquet form's table (what ``assembler convert`` writes)."""
+    return pa.Table.from_pylist([json.loads(line) for line in lines], schema=LANE_DUMP_SCHEMA)
+
+
+def parquet_record_path(table: pa.Table) -> tuple[list[str], list[tuple[int, str]]]:
+    rejected: list[tuple[int, str]] = []
+
+    def reject(raw: RawRecord, error: RecordError) -> None:
+        rejected.append((raw.line, str(error)))
+
+    raws = (parquet_record("<memory>", i + 1, value, problem) for i, (value, problem) in enumerate(table_rows(table)))
+    records = [record for _, record in iter_records(raws, reject)]
+    return assemble_records(records).packages, rejected
+
+
+def parquet_columnar(table: pa.Table) -> tuple[list[str], list[tuple[int, str]]]:
+    result = assemble_table(table)
+    errors = [
+        (row["line"], str(RecordError(row["file"], row["line"], row["query_id"], row["field"], row["rule"])))
+        for row in result.rejected.to_pylist()
+    ]
+    return result.batch.packages, errors
+
+
+@pytest.mark.parametrize("path", DATA_FILES, ids=lambda path: path.parent.name)
+def test_parquet_rows_of_the_committed_dumps_are_all_taken(path: Path) -> None:
+    table = parquet_table(_lines(path))
+    n = table.num_rows
+    assert read_lane_rows(table, sources=["f"] * n, line_numbers=list(range(1, n + 1))).taken.all()
+    assert parquet_columnar(table) == parquet_record_path(table)
+
+
+def test_a_null_include_communities_in_parquet_is_absent_and_taken() -> None:
+    record = copy.deepcopy(_BASE)
+    record["request"]["include_communities"] = None
+    table = parquet_table([json.dumps(record).encode()])
+    assert read_lane_rows(table, sources=["f"], line_numbers=[1]).taken.all()
+    assert parquet_columnar(table) == parquet_record_path(table)
+
+
+def test_a_table_of_another_schema_goes_to_the_record_path() -> None:
+    table = parquet_table(SAMPLE_LINES[:3]).drop_columns(["plan_lanes"])
+    assert not read_lane_rows(table, sources=["f"] * 3, line_numbers=[1, 2, 3]).taken.any()
+    assert parquet_columnar(table) == parquet_record_path(table)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mutated_lines(), min_size=1, max_size=6))
+def test_random_parquet_rows_get_the_record_paths_packages_and_errors(lines: list[bytes]) -> None:
+    try:
+        table = parquet_table(lines)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+        return  # not representable in the Parquet form
+    assert parquet_columnar(table) == parquet_record_path(table)
