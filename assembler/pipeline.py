@@ -285,7 +285,7 @@ def _walk_columns(frame: pl.DataFrame) -> pl.DataFrame:
         items_after=pl.col("admitted").cast(pl.Int64).cum_sum().over("q"),
         package_position=pl.when("admitted").then(pl.col("admitted").cast(pl.Int64).cum_sum().over("q") - 1),
     ).with_columns(items_after=pl.col("items_after").max().over("q", "unit"))
-    # The package lists omissions as the pipeline does: dropped before the walk in fused order, then the walk's.
+    # Omissions in the order the package lists them (one rule: package.omission_order).
     omitted = omission_order(frame).with_columns(omitted_position=pl.int_range(pl.len(), dtype=pl.Int64).over("q"))
     return frame.join(
         walked.select("q", "fused_rank", "items_after", "package_position"), on=["q", "fused_rank"], how="left"
