@@ -13,7 +13,7 @@ import polars as pl
 from assembler.contract.jsontext import quarters_expr, utf8_bytes_expr
 from assembler.contract.request import check_overrides
 from assembler.errors import InputError
-from assembler.selection import CONTRACT, SelectionInputs, SelectionPolicy, get_policy
+from assembler.selection import CONTRACT, Selection, SelectionInputs, SelectionPolicy, get_policy
 from assembler.stages.diversity import tier_width
 from assembler.stages.fuse import fuse
 from assembler.stages.lanes import (
@@ -25,7 +25,14 @@ from assembler.stages.lanes import (
     parse_record,
     repeated_query_id,
 )
-from assembler.stages.package import QueryOutcome, omission_text, render_package
+from assembler.stages.package import (
+    QUERY_SCHEMA,
+    admitted_items,
+    cited_entries,
+    omission_order,
+    omitted_entries,
+    package_texts,
+)
 from assembler.stages.plan import lanes_plan_text
 from assembler.stages.reorder import Reorderer, Reranker, RerankStage
 
@@ -135,80 +142,95 @@ def assemble_lanes(
     fused = fuse_batch(batch, rerank)
     dedup, inputs = fused.dedup, fused.inputs
     selection = get_policy(policy).select(fused.candidates, inputs)
-    dedup_dropped = [0] * len(records)
-    for q, dropped in dedup.iter_rows():
-        dedup_dropped[q] = dropped
-    items, omitted = _per_query_texts(selection.decisions, len(records))
-    entries = batch.citations["entry_json"].to_list()
-    sort_keys = list(zip(batch.citations["source"].to_list(), batch.citations["paragraph"].to_list(), strict=True))
-    packages = []
-    for q, record in enumerate(records):
-        cited = sorted(selection.citation_ids[q], key=sort_keys.__getitem__)
-        packages.append(
-            render_package(
-                QueryOutcome(
-                    items=items[q],
-                    citations=[entries[cid] for cid in cited],
-                    items_used=selection.items_used[q],
-                    bytes_used=selection.bytes_used[q],
-                    tokens_used=selection.tokens_used[q],
-                    limits=record.limits,
-                    omitted=omitted[q],
-                    lanes_plan=lanes_plan_text(record),
-                    dedup_dropped=dedup_dropped[q],
-                    contradiction_groups=selection.contradiction_groups[q],
-                    tier_width=selection.tier_widths[q],
-                    reranker_plan=rerank.plans[q],
-                )
-            )
-        )
+    queries = _query_frame(records, selection, dedup, rerank.plans)
+    omitted = omitted_entries(selection.decisions)
+    packages = package_texts(
+        queries,
+        admitted_items(selection.decisions),
+        cited_entries(batch.citations, selection.citation_ids),
+        omitted,
+    )
     return BatchResult(
-        query_ids=[record.query_id for record in records],
-        packages=packages,
+        query_ids=queries["query_id"].to_list(),
+        packages=packages.to_list(),
         selection=selection.decisions,
-        summaries=_summaries(records, selection.items_used, selection.bytes_used, selection.tokens_used, omitted),
+        summaries=_summaries(queries, omitted),
     )
 
 
-def _per_query_texts(decisions: pl.DataFrame, n_queries: int) -> tuple[list[list[str]], list[list[tuple[str, str]]]]:
-    """Admitted item texts in walk order; omissions: dropped before the walk (duplicates, in fused
-    order), then refused by the walk (in walk order)."""
-    items: list[list[str]] = [[] for _ in range(n_queries)]
-    omitted: list[list[tuple[str, str]]] = [[] for _ in range(n_queries)]
-    dropped = decisions.filter(pl.col("walk_step").is_null()).sort("q", "fused_rank")
-    for q, id_json, kind, reason, dup_json in dropped.select(
-        "q", "id_json", "kind", "reason", "duplicate_of_json"
-    ).iter_rows():
-        omitted[q].append((reason, omission_text(id_json, kind, reason, dup_json)))
-    walked = decisions.filter(pl.col("walk_step").is_not_null()).sort("q", "walk_step")
-    for q, admitted, item_json, id_json, kind, reason in walked.select(
-        "q", "admitted", "item_json", "id_json", "kind", "reason"
-    ).iter_rows():
-        if admitted:
-            items[q].append(item_json)
-        else:
-            omitted[q].append((reason, omission_text(id_json, kind, reason)))
-    return items, omitted
-
-
-def _summaries(
-    records: Sequence[QueryRecord],
-    items_used: Sequence[int],
-    bytes_used: Sequence[int],
-    tokens_used: Sequence[int],
-    omitted: Sequence[Sequence[tuple[str, str]]],
+def _query_frame(
+    records: Sequence[QueryRecord], selection: Selection, dedup: pl.DataFrame, reranker_plans: Sequence[str]
 ) -> pl.DataFrame:
-    columns: dict[str, Any] = {
-        "query_id": [record.query_id for record in records],
-        "items_used": list(items_used),
-        "bytes_used": list(bytes_used),
-        "tokens_used": list(tokens_used),
-        "omitted_total": [len(entries) for entries in omitted],
-    }
-    for reason in REASONS:
-        columns[f"omitted_{reason}"] = [sum(1 for r, _ in entries if r == reason) for entries in omitted]
-    columns["search_limit_cuts"] = [record.search_limit_cuts for record in records]
-    return pl.DataFrame(columns, schema_overrides={name: pl.Int64 for name in columns if name != "query_id"})
+    """One row per query: its id and search-limit cuts, and the :data:`QUERY_SCHEMA` columns.
+
+    The one per-query Python step of the package texts: a record's limits, ids and ``plan.lanes``
+    text (cached per distinct derived plan) are read off the record objects.
+    """
+    from_records = pl.DataFrame(
+        [
+            (
+                record.query_id,
+                record.search_limit_cuts,
+                record.limits.max_items,
+                record.limits.max_bytes,
+                record.limits.max_tokens,
+                lanes_plan_text(record),
+            )
+            for record in records
+        ],
+        schema={
+            "query_id": pl.String,
+            "search_limit_cuts": pl.Int64,
+            "max_items": QUERY_SCHEMA["max_items"],
+            "max_bytes": QUERY_SCHEMA["max_bytes"],
+            "max_tokens": QUERY_SCHEMA["max_tokens"],
+            "lanes_plan": QUERY_SCHEMA["lanes_plan"],
+        },
+        orient="row",
+    )
+    from_selection = pl.DataFrame(
+        {
+            "q": range(len(records)),
+            "items_used": selection.items_used,
+            "bytes_used": selection.bytes_used,
+            "tokens_used": selection.tokens_used,
+            "contradiction_groups": selection.contradiction_groups,
+            "tier_width": selection.tier_widths,
+            "reranker_plan": reranker_plans,
+        },
+        schema={
+            name: QUERY_SCHEMA[name]
+            for name in (
+                "q",
+                "items_used",
+                "bytes_used",
+                "tokens_used",
+                "contradiction_groups",
+                "tier_width",
+                "reranker_plan",
+            )
+        },
+    )
+    return (
+        pl.concat([from_selection, from_records], how="horizontal")
+        .join(dedup, on="q", how="left", maintain_order="left")
+        .with_columns(pl.col("dedup_dropped").fill_null(0))
+    )
+
+
+def _summaries(queries: pl.DataFrame, omitted: pl.DataFrame) -> pl.DataFrame:
+    """Per query: usage, omissions in total and by reason, search-limit cuts."""
+    counts = omitted.group_by("q").agg(
+        omitted_total=pl.len(), **{f"omitted_{reason}": pl.col("reason").eq(reason).sum() for reason in REASONS}
+    )
+    return queries.join(counts, on="q", how="left", maintain_order="left").select(
+        "query_id",
+        "items_used",
+        "bytes_used",
+        "tokens_used",
+        pl.col("omitted_total", *(f"omitted_{reason}" for reason in REASONS)).fill_null(0).cast(pl.Int64),
+        "search_limit_cuts",
+    )
 
 
 def assemble_batch(
@@ -284,12 +306,8 @@ def _walk_columns(frame: pl.DataFrame) -> pl.DataFrame:
         items_after=pl.col("admitted").cast(pl.Int64).cum_sum().over("q"),
         package_position=pl.when("admitted").then(pl.col("admitted").cast(pl.Int64).cum_sum().over("q") - 1),
     ).with_columns(items_after=pl.col("items_after").max().over("q", "unit"))
-    # The package lists omissions as the pipeline does: dropped before the walk in fused order, then the walk's.
-    omitted = (
-        frame.filter(~pl.col("admitted"))
-        .sort("q", pl.col("walk_step").is_not_null(), "walk_step", "fused_rank", nulls_last=False)
-        .with_columns(omitted_position=pl.int_range(pl.len(), dtype=pl.Int64).over("q"))
-    )
+    # Omissions in the order the package lists them (one rule: package.omission_order).
+    omitted = omission_order(frame).with_columns(omitted_position=pl.int_range(pl.len(), dtype=pl.Int64).over("q"))
     return frame.join(
         walked.select("q", "fused_rank", "items_after", "package_position"), on=["q", "fused_rank"], how="left"
     ).join(omitted.select("q", "fused_rank", "omitted_position"), on=["q", "fused_rank"], how="left")

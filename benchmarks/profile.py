@@ -52,15 +52,18 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
     ("selection: admission walk (`admit`)", (("admit", "stages/admission.py"),)),
     ("selection: other (joins, decision frame, group texts)", (("select", "selection/contract.py"),)),
     (
-        "package texts (`_per_query_texts`, `render_package`, `lanes_plan_text`, `_summaries`)",
+        "package texts (`_query_frame`, `omitted_entries`, `admitted_items`, `cited_entries`, `package_texts`,"
+        " `_summaries`)",
         (
-            ("_per_query_texts", "pipeline.py"),
-            ("render_package", "stages/package.py"),
-            ("lanes_plan_text", "stages/plan.py"),
+            ("_query_frame", "pipeline.py"),
+            ("omitted_entries", "stages/package.py"),
+            ("admitted_items", "stages/package.py"),
+            ("cited_entries", "stages/package.py"),
+            ("package_texts", "stages/package.py"),
             ("_summaries", "pipeline.py"),
         ),
     ),
-    ("`assemble_lanes`: other (citation sizes, package loop)", (("assemble_lanes", "pipeline.py"),)),
+    ("`assemble_lanes`: other (package texts to Python strings)", (("assemble_lanes", "pipeline.py"),)),
     ("output writing (`PackageSink.write`)", (("write", "run/outputs.py"),)),
 )
 

@@ -1,23 +1,34 @@
 """Package out: item texts, their measurements, and the package text (contract sections 8.2, 9).
 
 Item texts are concatenated columnar from fragments serialized once in ``lanes``; each item is
-measured without its ``bytes``/``estimated_tokens`` keys, then stamped. The package text of a
-query is a join of those ready texts in the contract's key order.
+measured without its ``bytes``/``estimated_tokens`` keys, then stamped. The package texts of a
+batch are one columnar query over those ready texts: per query, the admitted items, cited entries
+and omission entries are joined in package order and concatenated in the contract's key order.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from itertools import chain
 
+import numpy as np
 import polars as pl
 
 from assembler.contract.jsontext import escape_string, quarters_expr, utf8_bytes_expr
-from assembler.contract.request import Limits
 from assembler.stages.groups import CONTRADICTS_KEY
 
-__all__ = ["DUPLICATE_PASSAGE", "MAX_LISTED_OMISSIONS", "QueryOutcome", "build_items", "render_package"]
+__all__ = [
+    "DUPLICATE_PASSAGE",
+    "MAX_LISTED_OMISSIONS",
+    "OMISSION_ENTRY",
+    "QUERY_SCHEMA",
+    "admitted_items",
+    "build_items",
+    "cited_entries",
+    "omission_order",
+    "omitted_entries",
+    "package_texts",
+]
 
 MAX_LISTED_OMISSIONS = 20
 DUPLICATE_PASSAGE = "duplicate_passage"
@@ -99,43 +110,154 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def omission_text(id_json: str, kind: str, reason: str, duplicate_of_json: str | None = None) -> str:
-    """One ``omitted`` entry."""
-    extra = "" if duplicate_of_json is None else f',"duplicate_of":{duplicate_of_json}'
-    return f'{{"candidate_id":{id_json},"kind":"{kind}","reason":"{reason}"{extra}}}'
+OMISSION_ENTRY = pl.concat_str(
+    pl.lit('{"candidate_id":'),
+    "id_json",
+    pl.lit(',"kind":"'),
+    "kind",
+    pl.lit('","reason":"'),
+    "reason",
+    pl.lit('"'),
+    # Only a candidate dropped before the walk names what it duplicates (or was folded into).
+    pl.when(pl.col("walk_step").is_null() & pl.col("duplicate_of_json").is_not_null())
+    .then(pl.concat_str(pl.lit(',"duplicate_of":'), "duplicate_of_json"))
+    .otherwise(pl.lit("")),
+    pl.lit("}"),
+)
+"""One ``omitted`` entry, from ``id_json``, ``kind``, ``reason``, ``walk_step`` and ``duplicate_of_json``."""
 
 
-@dataclass(frozen=True)
-class QueryOutcome:
-    """Everything the package text of one query is made of, already serialized or counted."""
-
-    items: Sequence[str]
-    citations: Sequence[str]
-    items_used: int
-    bytes_used: int
-    tokens_used: int
-    limits: Limits
-    omitted: Sequence[tuple[str, str]]  # (reason, entry text) in package order
-    lanes_plan: str
-    dedup_dropped: int
-    contradiction_groups: int
-    tier_width: int
-    reranker_plan: str
+def omission_order(decisions: pl.DataFrame) -> pl.DataFrame:
+    """The omitted (not admitted) rows in package order per ``q``: those dropped before the walk
+    (duplicates) in fused order, then those the walk refused, in walk order."""
+    # A null walk step (dropped before the walk) sorts first; walk steps are distinct within a query.
+    return decisions.filter(~pl.col("admitted")).sort("q", "walk_step", "fused_rank", nulls_last=False)
 
 
-def render_package(outcome: QueryOutcome) -> str:
-    """The compact package text in wire key order (section 9.1)."""
-    limits = outcome.limits
-    by_reason = Counter(reason for reason, _ in outcome.omitted)
-    listed = ",".join(text for _, text in outcome.omitted[:MAX_LISTED_OMISSIONS])
-    reasons = ",".join(f"{escape_string(reason)}:{count}" for reason, count in sorted(by_reason.items()))
-    return (
-        f'{{"items":[{",".join(outcome.items)}],"citations":[{",".join(outcome.citations)}],'
-        f'"budget":{{"items_used":{outcome.items_used},"bytes_used":{outcome.bytes_used},'
-        f'"tokens_used":{outcome.tokens_used},"limits":{{"max_items":{limits.max_items},'
-        f'"max_bytes":{limits.max_bytes},"max_tokens":{limits.max_tokens}}}}},'
-        f'"omitted":[{listed}],"omitted_total":{len(outcome.omitted)},"omitted_by_reason":{{{reasons}}},'
-        f'"plan":{{"lanes":{outcome.lanes_plan},"selection":{{"dedup_dropped":{outcome.dedup_dropped},'
-        f'"contradiction_groups":{outcome.contradiction_groups},'
-        f'"diversity_tier_width":{outcome.tier_width}}},"reranker":{outcome.reranker_plan}}}}}'
+def omitted_entries(decisions: pl.DataFrame) -> pl.DataFrame:
+    """``q``, ``reason`` and ``entry_json`` (:data:`OMISSION_ENTRY`) of every omission, in package order."""
+    needed = decisions.select(
+        "q", "admitted", "walk_step", "fused_rank", "id_json", "kind", "reason", "duplicate_of_json"
     )
+    return omission_order(needed).select("q", "reason", OMISSION_ENTRY.alias("entry_json"))
+
+
+def admitted_items(decisions: pl.DataFrame) -> pl.DataFrame:
+    """``q`` and ``item_json`` of every admitted item, in package (walk) order."""
+    return (
+        decisions.select("q", "walk_step", "item_json")
+        .filter(decisions["admitted"])
+        .sort("q", "walk_step")
+        .drop("walk_step")
+    )
+
+
+def cited_entries(citations: pl.DataFrame, citation_ids: Sequence[Sequence[int]]) -> pl.DataFrame:
+    """``q`` and ``entry_json`` of every committed citation, in package order: by source, then
+    paragraph (ties in commit order). ``citation_ids[q]`` are row numbers of ``citations``, which
+    has ``source``, ``paragraph`` and ``entry_json``."""
+    rows = pl.Series("citation_id", list(chain.from_iterable(citation_ids)), dtype=pl.Int64)
+    owners = np.repeat(np.arange(len(citation_ids), dtype=np.uint32), [len(ids) for ids in citation_ids])
+    return (
+        citations.select(pl.col("source", "paragraph", "entry_json").gather(rows))
+        .with_columns(q=pl.Series(owners, dtype=pl.UInt32))
+        .sort("q", "source", "paragraph", maintain_order=True)
+        .select("q", "entry_json")
+    )
+
+
+QUERY_SCHEMA: dict[str, pl.DataType] = {
+    "q": pl.UInt32(),
+    "items_used": pl.Int64(),
+    "bytes_used": pl.Int64(),
+    "tokens_used": pl.Int64(),
+    "max_items": pl.UInt64(),
+    "max_bytes": pl.UInt64(),
+    "max_tokens": pl.UInt64(),
+    "lanes_plan": pl.String(),
+    "dedup_dropped": pl.Int64(),
+    "contradiction_groups": pl.Int64(),
+    "tier_width": pl.Int64(),
+    "reranker_plan": pl.String(),
+}
+"""The per-query columns :func:`package_texts` reads: usage, limits, and ``plan`` texts and numbers."""
+
+
+def package_texts(
+    queries: pl.DataFrame, items: pl.DataFrame, citations: pl.DataFrame, omitted: pl.DataFrame
+) -> pl.Series:
+    """The compact package text of every row of ``queries``, in its order (section 9.1).
+
+    ``queries`` has the :data:`QUERY_SCHEMA` columns (others are ignored); ``items`` and
+    ``citations`` are ``q``, ``item_json``/``entry_json`` rows and ``omitted`` ``q``, ``reason``,
+    ``entry_json`` rows, each in package order (:func:`admitted_items`, :func:`cited_entries`,
+    :func:`omitted_entries`). The first :data:`MAX_LISTED_OMISSIONS` omissions are listed;
+    ``omitted_total`` and ``omitted_by_reason`` (reasons ascending) count them all.
+    """
+    escaped = {reason: escape_string(reason) for reason in omitted["reason"].unique().to_list()}
+    lists = (
+        items.lazy().group_by("q").agg(items=pl.col("item_json").str.join(",")),
+        citations.lazy().group_by("q").agg(citations=pl.col("entry_json").str.join(",")),
+        omitted.lazy()
+        .group_by("q")
+        .agg(omitted=pl.col("entry_json").head(MAX_LISTED_OMISSIONS).str.join(","), omitted_total=pl.len()),
+        omitted.lazy()
+        .group_by("q", "reason")
+        .len()
+        .group_by("q")
+        .agg(
+            by_reason=pl.concat_str(
+                pl.col("reason").replace_strict(escaped, return_dtype=pl.String),
+                pl.lit(":"),
+                pl.col("len").cast(pl.String),
+            )
+            .sort_by("reason")
+            .str.join(",")
+        ),
+    )
+    frame = queries.lazy()
+    for listed in lists:
+        frame = frame.join(listed, on="q", how="left", maintain_order="left")
+
+    def number(name: str) -> pl.Expr:
+        return pl.col(name).cast(pl.String)
+
+    def joined(name: str) -> pl.Expr:
+        return pl.col(name).fill_null("")
+
+    text = pl.concat_str(
+        pl.lit('{"items":['),
+        joined("items"),
+        pl.lit('],"citations":['),
+        joined("citations"),
+        pl.lit('],"budget":{"items_used":'),
+        number("items_used"),
+        pl.lit(',"bytes_used":'),
+        number("bytes_used"),
+        pl.lit(',"tokens_used":'),
+        number("tokens_used"),
+        pl.lit(',"limits":{"max_items":'),
+        number("max_items"),
+        pl.lit(',"max_bytes":'),
+        number("max_bytes"),
+        pl.lit(',"max_tokens":'),
+        number("max_tokens"),
+        pl.lit('}},"omitted":['),
+        joined("omitted"),
+        pl.lit('],"omitted_total":'),
+        pl.col("omitted_total").fill_null(0).cast(pl.String),
+        pl.lit(',"omitted_by_reason":{'),
+        joined("by_reason"),
+        pl.lit('},"plan":{"lanes":'),
+        "lanes_plan",
+        pl.lit(',"selection":{"dedup_dropped":'),
+        number("dedup_dropped"),
+        pl.lit(',"contradiction_groups":'),
+        number("contradiction_groups"),
+        pl.lit(',"diversity_tier_width":'),
+        number("tier_width"),
+        pl.lit('},"reranker":'),
+        "reranker_plan",
+        pl.lit("}}"),
+    )
+    return frame.select(text.alias("package")).collect()["package"]

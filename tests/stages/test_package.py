@@ -1,5 +1,6 @@
 """Package out (contract sections 8.2 and 9): item texts and their measurements, omission entries,
-and the package text, on hand-built fragments.
+the package order of items, citations and omissions, and the package texts of a batch, on
+hand-built fragments.
 
 The expected texts are serialized from plain dicts by ``tests.oracle.reference.to_json`` (its own
 emitter: ordered keys, contract float layout) and measured by hand or by
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,10 +25,12 @@ from assembler.contract.request import Limits
 from assembler.stages.package import (
     DUPLICATE_PASSAGE,
     MAX_LISTED_OMISSIONS,
-    QueryOutcome,
+    QUERY_SCHEMA,
+    admitted_items,
     build_items,
-    omission_text,
-    render_package,
+    cited_entries,
+    omitted_entries,
+    package_texts,
 )
 from tests.oracle.key_order import ITEM_KEYS, PACKAGE_KEYS
 from tests.oracle.reference import measure as reference_measure
@@ -220,32 +223,117 @@ def test_an_empty_frame_builds_no_items() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Omission entries
+# Omission entries, admitted items and cited entries: rows in package order
 # ---------------------------------------------------------------------------
+
+DECISION_SCHEMA = {
+    "q": pl.UInt32,
+    "fused_rank": pl.Int64,
+    "walk_step": pl.Int64,
+    "admitted": pl.Boolean,
+    "id_json": pl.String,
+    "kind": pl.String,
+    "reason": pl.String,
+    "duplicate_of_json": pl.String,
+    "item_json": pl.String,
+}
+
+
+def passage_id(index: int) -> str:
+    return f"passage{SEP}c{SEP}s{SEP}{index}"
+
+
+def decision(
+    q: int,
+    fused_rank: int,
+    walk_step: int | None,
+    reason: str | None,
+    duplicate_of: str | None = None,
+) -> dict[str, Any]:
+    """One decisions row: admitted when walked without a reason."""
+    return {
+        "q": q,
+        "fused_rank": fused_rank,
+        "walk_step": walk_step,
+        "admitted": walk_step is not None and reason is None,
+        "id_json": to_json(passage_id(fused_rank)),
+        "kind": "passage",
+        "reason": reason,
+        "duplicate_of_json": None if duplicate_of is None else to_json(duplicate_of),
+        "item_json": f"item{q}.{fused_rank}" if walk_step is not None else None,
+    }
+
+
+def decisions_frame(rows: Sequence[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(list(rows), schema=DECISION_SCHEMA)
 
 
 def test_an_omission_entry_has_id_kind_and_reason_in_that_order() -> None:
-    text = omission_text(to_json(f"passage{SEP}c{SEP}a{SEP}1"), "passage", "budget_exceeded")
-    assert text == to_json(
-        {"candidate_id": f"passage{SEP}c{SEP}a{SEP}1", "kind": "passage", "reason": "budget_exceeded"}
-    )
+    [text] = omitted_entries(decisions_frame([decision(0, 1, 0, "budget_exceeded")]))["entry_json"].to_list()
+    assert text == to_json({"candidate_id": passage_id(1), "kind": "passage", "reason": "budget_exceeded"})
 
 
 def test_a_duplicate_entry_names_what_it_duplicates_last() -> None:
-    kept = f"passage{SEP}c{SEP}a{SEP}0"
-    text = omission_text(to_json(f"passage{SEP}c{SEP}a{SEP}1"), "passage", DUPLICATE_PASSAGE, to_json(kept))
+    kept = passage_id(0)
+    [text] = omitted_entries(decisions_frame([decision(0, 1, None, DUPLICATE_PASSAGE, kept)]))["entry_json"].to_list()
     assert text == to_json(
-        {
-            "candidate_id": f"passage{SEP}c{SEP}a{SEP}1",
-            "kind": "passage",
-            "reason": "duplicate_passage",
-            "duplicate_of": kept,
-        }
+        {"candidate_id": passage_id(1), "kind": "passage", "reason": "duplicate_passage", "duplicate_of": kept}
     )
 
 
+def test_only_a_candidate_dropped_before_the_walk_names_what_it_duplicates() -> None:
+    # A walked candidate is refused on its own account: no duplicate_of even if the column is set.
+    [text] = omitted_entries(decisions_frame([decision(0, 1, 0, "budget_exceeded", passage_id(0))]))[
+        "entry_json"
+    ].to_list()
+    assert '"duplicate_of"' not in text
+
+
+def test_omissions_list_duplicates_in_fused_order_then_refusals_in_walk_order_per_query() -> None:
+    rows = [
+        decision(1, 1, 1, None),
+        decision(0, 5, 0, "budget_exceeded"),
+        decision(0, 2, None, DUPLICATE_PASSAGE, passage_id(1)),
+        decision(0, 4, 2, "contradiction_group_exceeds_budget"),
+        decision(0, 1, 1, None),
+        decision(1, 3, 0, "budget_exceeded"),
+        decision(0, 3, None, DUPLICATE_PASSAGE, passage_id(1)),
+        decision(1, 2, None, "evidence_in_passage", passage_id(9)),
+    ]
+    omitted = omitted_entries(decisions_frame(rows))
+    assert omitted.columns == ["q", "reason", "entry_json"]
+    listed = [(q, json.loads(text)["candidate_id"]) for q, text in omitted.select("q", "entry_json").iter_rows()]
+    ranks = [(q, int(name.rsplit(SEP, 1)[1])) for q, name in listed]
+    assert ranks == [(0, 2), (0, 3), (0, 5), (0, 4), (1, 2), (1, 3)]
+    assert omitted["reason"].to_list()[:3] == [DUPLICATE_PASSAGE, DUPLICATE_PASSAGE, "budget_exceeded"]
+
+
+def test_admitted_items_are_listed_in_walk_order_per_query() -> None:
+    rows = [
+        decision(1, 1, 0, None),
+        decision(0, 3, 0, None),
+        decision(0, 1, 2, None),
+        decision(0, 2, 1, "budget_exceeded"),
+    ]
+    items = admitted_items(decisions_frame(rows))
+    assert items.rows() == [(0, "item0.3"), (0, "item0.1"), (1, "item1.1")]
+
+
+def test_citations_are_listed_by_source_then_paragraph_ties_in_commit_order() -> None:
+    citations = pl.DataFrame(
+        {
+            "source": ["b.md", "a.md", "a.md", "a.md", "c.md", "a.md"],
+            "paragraph": [0, 10, 2, 2, 1, 2],
+            "entry_json": ["b0", "a10", "a2-first", "a2-second", "c1", "a2-other-query"],
+        }
+    )
+    # Paragraphs compare as numbers (10 after 2); query 1 commits nothing.
+    cited = cited_entries(citations, [[0, 1, 3, 2], [], [5, 4]])
+    assert cited.rows() == [(0, "a2-second"), (0, "a2-first"), (0, "a10"), (0, "b0"), (2, "a2-other-query"), (2, "c1")]
+
+
 # ---------------------------------------------------------------------------
-# render_package
+# package_texts
 # ---------------------------------------------------------------------------
 
 LANES_PLAN = to_json(
@@ -267,17 +355,77 @@ CITATION = {
 
 
 def omission(index: int, reason: str) -> tuple[str, dict[str, Any]]:
-    entry = {"candidate_id": f"passage{SEP}c{SEP}s{SEP}{index}", "kind": "passage", "reason": reason}
+    entry = {"candidate_id": passage_id(index), "kind": "passage", "reason": reason}
     return reason, entry
 
 
-def outcome_and_expected(
+@dataclass(frozen=True)
+class Query:
+    """Everything one query's package text is made of, already serialized or counted."""
+
+    items: Sequence[str]
+    citations: Sequence[str]
+    items_used: int
+    bytes_used: int
+    tokens_used: int
+    limits: Limits
+    omitted: Sequence[tuple[str, str]]  # (reason, entry text) in package order
+    lanes_plan: str = LANES_PLAN
+    dedup_dropped: int = 2
+    contradiction_groups: int = 1
+    tier_width: int = 3
+    reranker_plan: str = RERANKER_PLAN
+
+
+def render(queries: Sequence[Query]) -> list[str]:
+    """The package texts of a batch of queries, through the columnar rule."""
+    frame = pl.DataFrame(
+        {
+            "q": range(len(queries)),
+            **{
+                name: [getattr(query, name) for query in queries]
+                for name in QUERY_SCHEMA
+                if name not in ("q", "max_items", "max_bytes", "max_tokens")
+            },
+            **{
+                name: [getattr(query.limits, name) for query in queries]
+                for name in ("max_items", "max_bytes", "max_tokens")
+            },
+        },
+        schema=QUERY_SCHEMA,
+    )
+    items = pl.DataFrame(
+        [(q, text) for q, query in enumerate(queries) for text in query.items],
+        schema={"q": pl.UInt32, "item_json": pl.String},
+        orient="row",
+    )
+    citations = pl.DataFrame(
+        [(q, text) for q, query in enumerate(queries) for text in query.citations],
+        schema={"q": pl.UInt32, "entry_json": pl.String},
+        orient="row",
+    )
+    omitted = pl.DataFrame(
+        [(q, reason, text) for q, query in enumerate(queries) for reason, text in query.omitted],
+        schema={"q": pl.UInt32, "reason": pl.String, "entry_json": pl.String},
+        orient="row",
+    )
+    texts = package_texts(frame, items, citations, omitted)
+    assert texts.dtype == pl.String and texts.len() == len(queries)
+    return texts.to_list()
+
+
+def render_one(query: Query) -> str:
+    [text] = render([query])
+    return text
+
+
+def query_and_expected(
     omitted: Sequence[tuple[str, dict[str, Any]]], items: Sequence[dict[str, Any]] = (PASSAGE,)
-) -> tuple[QueryOutcome, str]:
+) -> tuple[Query, str]:
     item_texts = [stamped(item) for item in items]
     citations = [to_json(CITATION)]
     limits = Limits(max_items=12, max_bytes=5000, max_tokens=900)
-    outcome = QueryOutcome(
+    query = Query(
         items=item_texts,
         citations=citations,
         items_used=len(items),
@@ -285,11 +433,6 @@ def outcome_and_expected(
         tokens_used=321,
         limits=limits,
         omitted=[(reason, to_json(entry)) for reason, entry in omitted],
-        lanes_plan=LANES_PLAN,
-        dedup_dropped=2,
-        contradiction_groups=1,
-        tier_width=3,
-        reranker_plan=RERANKER_PLAN,
     )
     by_reason: dict[str, int] = {}
     for reason, _ in omitted:
@@ -316,12 +459,12 @@ def outcome_and_expected(
     text = to_json(package)
     for index, item_text in enumerate(item_texts):
         text = text.replace(f'"@item{index}@"', item_text, 1)
-    return outcome, text
+    return query, text
 
 
 def test_the_package_text_is_compact_and_in_wire_key_order() -> None:
-    outcome, expected = outcome_and_expected([omission(0, "budget_exceeded")])
-    text = render_package(outcome)
+    query, expected = query_and_expected([omission(0, "budget_exceeded")])
+    text = render_one(query)
     assert text == expected
     parsed = json.loads(text)
     assert tuple(parsed) == PACKAGE_KEYS
@@ -332,22 +475,22 @@ def test_the_package_text_is_compact_and_in_wire_key_order() -> None:
 
 
 def test_item_texts_are_embedded_verbatim() -> None:
-    outcome, _ = outcome_and_expected([], items=[PASSAGE, ASSOCIATION])
-    text = render_package(outcome)
+    query, _ = query_and_expected([], items=[PASSAGE, ASSOCIATION])
+    text = render_one(query)
     assert text.startswith('{"items":[' + stamped(PASSAGE) + "," + stamped(ASSOCIATION) + '],"citations":[')
     assert "0.86304635" in text  # the f32 score as written, not widened
 
 
 def test_nothing_omitted_gives_empty_list_zero_total_and_an_empty_reason_map() -> None:
-    outcome, expected = outcome_and_expected([])
-    text = render_package(outcome)
+    query, expected = query_and_expected([])
+    text = render_one(query)
     assert text == expected
     assert '"omitted":[],"omitted_total":0,"omitted_by_reason":{},' in text
 
 
 def test_an_empty_package_renders_empty_arrays() -> None:
-    outcome, _ = outcome_and_expected([], items=[])
-    text = render_package(replace(outcome, citations=[], items_used=0, bytes_used=4, tokens_used=1))
+    query, _ = query_and_expected([], items=[])
+    text = render_one(replace(query, citations=[], items_used=0, bytes_used=4, tokens_used=1))
     assert text.startswith('{"items":[],"citations":[],"budget":{"items_used":0,"bytes_used":4,"tokens_used":1,')
 
 
@@ -355,8 +498,8 @@ def test_an_empty_package_renders_empty_arrays() -> None:
 def test_the_omitted_list_is_capped_at_20_but_total_and_reasons_count_everything(count: int) -> None:
     reasons = ["duplicate_passage", "budget_exceeded", "contradiction_group_exceeds_budget"]
     omitted = [omission(i, reasons[i % 3]) for i in range(count)]
-    outcome, expected = outcome_and_expected(omitted)
-    text = render_package(outcome)
+    query, expected = query_and_expected(omitted)
+    text = render_one(query)
     assert text == expected
     parsed = json.loads(text)
     assert MAX_LISTED_OMISSIONS == 20
@@ -368,13 +511,13 @@ def test_the_omitted_list_is_capped_at_20_but_total_and_reasons_count_everything
 
 def test_reasons_are_sorted_ascending_and_only_present_ones_appear() -> None:
     omitted = [omission(0, "evidence_in_passage"), omission(1, "budget_exceeded"), omission(2, "budget_exceeded")]
-    text = render_package(outcome_and_expected(omitted)[0])
+    text = render_one(query_and_expected(omitted)[0])
     assert '"omitted_by_reason":{"budget_exceeded":2,"evidence_in_passage":1},' in text
 
 
 def test_the_omitted_order_is_the_given_order_not_sorted_by_reason() -> None:
     omitted = [omission(0, "duplicate_passage"), omission(1, "budget_exceeded"), omission(2, "duplicate_passage")]
-    parsed = json.loads(render_package(outcome_and_expected(omitted)[0]))
+    parsed = json.loads(render_one(query_and_expected(omitted)[0]))
     assert [entry["reason"] for entry in parsed["omitted"]] == [
         "duplicate_passage",
         "budget_exceeded",
@@ -383,16 +526,52 @@ def test_the_omitted_order_is_the_given_order_not_sorted_by_reason() -> None:
 
 
 def test_limits_and_selection_numbers_are_written_as_given() -> None:
-    outcome, _ = outcome_and_expected([])
-    unbounded = replace(outcome, limits=Limits(0, 1_048_576, 2**64 - 1), tier_width=250, dedup_dropped=0)
-    text = render_package(unbounded)
+    query, _ = query_and_expected([])
+    unbounded = replace(query, limits=Limits(0, 1_048_576, 2**64 - 1), tier_width=250, dedup_dropped=0)
+    text = render_one(unbounded)
     assert '"limits":{"max_items":0,"max_bytes":1048576,"max_tokens":18446744073709551615}}' in text
     assert '"selection":{"dedup_dropped":0,"contradiction_groups":1,"diversity_tier_width":250}' in text
+
+
+def test_each_query_gets_only_its_own_items_citations_and_omissions_in_query_order() -> None:
+    # Rows of the four frames arrive grouped by query; the texts come back in the queries' order.
+    first, first_expected = query_and_expected([omission(0, "budget_exceeded")], items=[PASSAGE])
+    empty, _ = query_and_expected([], items=[])
+    empty = replace(empty, citations=[], items_used=0, bytes_used=4, tokens_used=1)
+    last, last_expected = query_and_expected([omission(i, "duplicate_passage") for i in range(25)], items=[COMMUNITY])
+    texts = render([first, empty, last])
+    assert texts[0] == first_expected and texts[2] == last_expected
+    assert texts[1] == render_one(empty)
+    assert texts[1].startswith('{"items":[],"citations":[],') and '"omitted":[],"omitted_total":0,' in texts[1]
+
+
+def test_an_empty_batch_has_no_package_texts() -> None:
+    assert render([]) == []
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from(["duplicate_passage", "budget_exceeded", "evidence_in_passage"]), max_size=30))
 def test_any_omission_list_renders_like_the_reference_serializer(reasons: list[str]) -> None:
     omitted = [omission(i, reason) for i, reason in enumerate(reasons)]
-    outcome, expected = outcome_and_expected(omitted)
-    assert render_package(outcome) == expected
+    query, expected = query_and_expected(omitted)
+    assert render_one(query) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["duplicate_passage", "budget_exceeded", "evidence_in_passage"]), max_size=25),
+            st.lists(st.sampled_from([PASSAGE, ASSOCIATION, COMMUNITY]), max_size=3),
+        ),
+        max_size=6,
+    )
+)
+def test_any_batch_renders_each_query_like_the_reference_serializer(
+    batch: list[tuple[list[str], list[dict[str, Any]]]],
+) -> None:
+    cases = [
+        query_and_expected([omission(i, reason) for i, reason in enumerate(reasons)], items=items)
+        for reasons, items in batch
+    ]
+    assert render([query for query, _ in cases]) == [expected for _, expected in cases]

@@ -249,3 +249,16 @@ def test_derived_plans_are_fresh_dicts() -> None:
 @given(lane_records())
 def test_random_dumps_plan_like_the_reference(record: dict[str, Any]) -> None:
     plans(record)
+
+
+def test_cached_derived_texts_follow_the_context_and_never_stand_in_for_given_entries() -> None:
+    # A derived plan's text is cached by what it is derived from; the context is part of that.
+    first = lanes_plan_text(parse_record(raw({"origins": [], "include_communities": True}, context="a")))
+    second = lanes_plan_text(parse_record(raw({"origins": [], "include_communities": True}, context="b")))
+    assert "'a::communities'" in first and "'b::communities'" in second
+    derived = lanes_plan_text(parse_record(raw({"origins": []}, passages=[])))
+    given = raw({"origins": []}, passages=[])
+    given["plan_lanes"] = {"passages": {"ran": True, "floor": -0.0}}
+    assert '"passages":{"ran":true,"floor":-0.0}' in lanes_plan_text(parse_record(given))
+    assert '"passages":{"ran":true},' in derived
+    assert lanes_plan_text(parse_record(raw({"origins": []}, passages=[]))) == derived
