@@ -263,11 +263,28 @@ def _mask(keep: np.ndarray) -> pa.Array:
     return pl.Series(keep, dtype=pl.Boolean).to_arrow()
 
 
-def _array(values: pa.Array | pa.ChunkedArray, null: float | None = None) -> np.ndarray:
-    """An Arrow array as NumPy, nulls replaced by ``null`` (through Polars: pyarrow's own
-    conversions import pandas, when installed, on first use)."""
-    series = pl.Series(values)
-    return np.asarray((series if null is None else series.fill_null(null)).to_numpy())
+def _array(values: pa.Array | pa.ChunkedArray, null: float = 0) -> np.ndarray:
+    """A boolean or numeric Arrow array as NumPy, nulls replaced by ``null``; read from its buffers
+    (pyarrow's own conversions import pandas, when installed, on first use)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    n, offset = len(values), values.offset
+    buffers = values.buffers()
+    if pa.types.is_boolean(values.type):
+        data = _bits(buffers[1], offset, n)
+    else:
+        data = np.frombuffer(
+            buffers[1], dtype=values.type.to_pandas_dtype(), count=n, offset=offset * values.type.byte_width
+        )
+    if values.null_count:
+        data = np.where(_bits(buffers[0], offset, n), data, null)
+    return data
+
+
+def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:
+    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans."""
+    bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), bitorder="little")
+    return bits[offset : offset + n].astype(bool)
 
 
 def _kind_breaks(kind: wire.Kind, values: pa.Array) -> np.ndarray:
