@@ -35,10 +35,14 @@ def fuse(candidates: pl.DataFrame, origins: pl.DataFrame, citations: pl.DataFram
             ),
         )
     )
-    scores = lane_best.group_by(keys, maintain_order=True).agg(
-        # Sequential sum in lane-name order: the float result does not depend on the engine.
-        pl.col("contribution").cum_sum().last().alias("score"),
-        pl.concat_str(pl.lit("["), pl.col("lane_json").str.join(","), pl.lit("]")).alias("lane_ranks_json"),
+    scores = (
+        lane_best.group_by(keys, maintain_order=True)
+        .agg(pl.col("contribution"), pl.col("lane_json"))
+        .select(
+            *keys,
+            score=_sequential_sums(pl.col("contribution")),
+            lane_ranks_json=pl.concat_str(pl.lit("["), pl.col("lane_json").list.join(","), pl.lit("]")),
+        )
     )
     representatives = candidates.sort([*keys, "lane_rank", "lane"]).unique(
         subset=keys, keep="first", maintain_order=True
@@ -62,6 +66,20 @@ def fuse(candidates: pl.DataFrame, origins: pl.DataFrame, citations: pl.DataFram
     return fused, dropped
 
 
+# Every lane name there is (graph_query, graph_activate, passage_bm25, passage_vector,
+# passage_fused, community): a candidate has at most one best rank in each.
+_MAX_LANES = 6
+
+
+def _sequential_sums(contributions: pl.Expr) -> pl.Expr:
+    """Each list's sum added left to right, ((c0 + c1) + c2) + ..., so the float does not depend on
+    the engine's summation order (a missing term adds 0.0, which leaves a positive sum unchanged)."""
+    total = contributions.list.get(0)
+    for index in range(1, _MAX_LANES):
+        total = total + contributions.list.get(index, null_on_oob=True).fill_null(0.0)
+    return total
+
+
 def _citation_refs(origins: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
     """Association citation refs: merged origins that resolved, in ``(source, paragraph)`` order."""
     lookup = citations.with_row_index("citation_id").select(
@@ -79,8 +97,11 @@ def _citation_refs(origins: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFra
         .join(lookup, on=["q", "ref_source", "ref_paragraph"])
         .sort(["q", "candidate_id", "ref_source", "ref_paragraph"])
         .group_by(["q", "candidate_id"], maintain_order=True)
-        .agg(
-            pl.col("citation_id").alias("citation_ids"),
-            pl.concat_str(pl.lit("["), pl.col("ref_json").str.join(","), pl.lit("]")).alias("citation_refs_json"),
+        .agg(pl.col("citation_id").alias("citation_ids"), pl.col("ref_json"))
+        .select(
+            "q",
+            "candidate_id",
+            "citation_ids",
+            citation_refs_json=pl.concat_str(pl.lit("["), pl.col("ref_json").list.join(","), pl.lit("]")),
         )
     )
