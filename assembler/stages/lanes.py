@@ -1,9 +1,11 @@
-"""Lanes in: validate lane-dump records and normalize every lane entry into a candidate row.
+"""Lanes in: the record rules of lane dumps, and the candidate frames every later stage reads.
 
-This is the only stage that walks records one at a time: it parses what each lane handed over
-(contract sections 1-2) and writes flat columns. Wire payloads are serialized here, once, in the
-contract's field order, so no later stage re-serializes a candidate. Everything after this module
-works on the three Polars frames of :class:`LaneBatch`.
+:func:`parse_record` validates one parsed record and words every error (contract sections 1-2);
+:func:`build_batch` writes the candidate, origin and citation frames of validated records, each
+payload serialized once in the contract's field order. Most records skip both: the columnar
+reader (:mod:`assembler.stages.lanes_columnar`) takes whole chunks as columns and hands back only
+the records these rules must decide. Everything after this module works on the three Polars
+frames of :class:`LaneBatch` and on :class:`QueryRecord`.
 """
 
 from __future__ import annotations
