@@ -1,21 +1,24 @@
-"""Near-duplicate kernel: the vectorized verdict matrix against the reference pairwise loop.
+"""Near-duplicate kernel: the vectorized verdicts against the reference pairwise loop.
 
 Pools of 10, 50, 100 and 200 passages, English and Japanese texts of 150 to 600 characters
 (``tests.oracle.pools.generate_texts``), without and with 20 % planted near-duplicates.
 
-Two groups per pool:
+Three groups:
 
-* ``from texts``: normalization, bigram sets and the survivor walk included (what one query's
-  passages cost): ``near_duplicate_reference(texts)`` against ``duplicate_positions``, the
-  pipeline's own entry point (``normalize_entry``, ``bigram_codes``, ``dice_matches``,
-  ``survivor_walk``).
+* ``from texts``: normalization, bigrams, verdicts and the survivor walk included (what one
+  query's passages cost): ``near_duplicate_reference(texts)`` against ``duplicate_positions``,
+  the pipeline's own entry point (``normalize_entries``, ``pair_codes``, the bitset kernel, the
+  walk over matching pairs).
 * ``pairwise``: bigram sets prepared beforehand, only the verdicts and the walk: the reference
   loop (Python sets, the size-bound shortcut, first kept match wins) against ``dice_matches``
   (``auto``, ``dense``, ``sparse``) + ``survivor_walk``.
+* ``small pools from texts``: 1,000 queries of 5 passages each (English, Japanese), the typical
+  pool: the reference per query against one ``duplicate_positions`` call over all of them (the
+  pipeline decides small pools together).
 
-A rapidfuzz alternative runs in both groups, made exact: each text's sorted, distinct bigram
-codes become a string of strictly increasing symbols, so the longest common subsequence of two
-such strings is the size of the intersection, ``rapidfuzz.distance.Indel.distance`` is
+A rapidfuzz alternative runs in the first two groups, made exact: each text's sorted, distinct
+bigram codes become a string of strictly increasing symbols, so the longest common subsequence
+of two such strings is the size of the intersection, ``rapidfuzz.distance.Indel.distance`` is
 ``|A| + |B| - 2 |A ∩ B|``, and the contract's Dice rule follows from it in exact integers.
 For contrast ``rapidfuzz.fuzz.ratio`` on the normalized texts (a character-sequence similarity,
 not the contract's bigram-set Dice) also runs: its verdicts differ, and the number of pairs
@@ -36,12 +39,12 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
+from assembler.contract.text import normalize_entry
 from assembler.stages.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
     bigram_codes,
     dice_matches,
     duplicate_positions,
-    normalize_entry,
     survivor_walk,
 )
 from tests.oracle.pools import generate_texts
@@ -220,3 +223,38 @@ def test_kernel_pairwise(benchmark: object, lang: str, n: int, dup_rate: float, 
         assert np.array_equal(rapidfuzz_matches(codes), pool.matrix)
         fn = lambda: survivor_walk(rapidfuzz_matches(codes))  # noqa: E731
     _run(benchmark, f"kernel pairwise    {pool.label}", impl, pool.info(), fn)
+
+
+# --- small pools from texts --------------------------------------------------------------------
+
+SMALL_QUERIES = 1_000
+SMALL_PASSAGES = 5
+
+
+def small_pools(lang: str) -> list[list[str]]:
+    """``SMALL_QUERIES`` pools of ``SMALL_PASSAGES`` texts, 20 % planted near-duplicates."""
+    return [
+        generate_texts(SMALL_PASSAGES, seed=_seed(lang, SMALL_PASSAGES, 0.2) + 7 * q, lang=lang, dup_rate=0.2)
+        for q in range(SMALL_QUERIES)
+    ]
+
+
+@pytest.mark.parametrize("impl", ("reference", "vectorized"))
+@pytest.mark.parametrize("lang", LANGS)
+def test_small_pools_from_texts(benchmark: object, lang: str, impl: str) -> None:
+    pools = small_pools(lang)
+    fn: Callable[[], object]
+    if impl == "reference":
+        fn = lambda: [near_duplicate_reference(pool) for pool in pools]  # noqa: E731
+    else:
+        qs = np.repeat(np.arange(len(pools)), [len(pool) for pool in pools])
+        texts = [text for pool in pools for text in pool]
+        expected = [
+            -1 if j is None else j + q * SMALL_PASSAGES
+            for q, pool in enumerate(pools)
+            for j in near_duplicate_reference(pool)
+        ]
+        assert duplicate_positions(qs, texts).tolist() == expected
+        fn = lambda: duplicate_positions(qs, texts)  # noqa: E731
+    info = {"queries": SMALL_QUERIES, "passages": SMALL_PASSAGES}
+    _run(benchmark, f"small pools from texts  {lang} {SMALL_QUERIES}x{SMALL_PASSAGES}", impl, info, fn)
