@@ -156,7 +156,7 @@ _EMPTY_SLOT = np.uint64(2**64 - 1)  # never a code (a code's spare bits are zero
 # Odd 64-bit multipliers (multiplicative hashing), one per round; codes still without a column
 # after the last round are numbered by a sort.
 _MULTIPLIERS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD6E8FEB86659FD93), np.uint64(0xFF51AFD7ED558CCD))
-_TABLE_BITS = 14
+_TABLE_BITS = 13
 _SORT_CODES = 256  # a later round with at most this many codes sorts them instead
 # The first passages' bigrams seed the hash table and order its columns; the bigrams new in the
 # later passages (a few per cent) take the second round.
@@ -326,21 +326,20 @@ def _counted_pairs(
     words = np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64)
     ones = np.bitwise_count(words)
     size = ones.sum(axis=1, dtype=np.int64)  # set sizes: repeats counted once
-    # Passages in order of most bigrams beyond the first word: then min(outside_i, outside_j) is
-    # outside_j for i < j, and the first bound is one comparison per pair (upper triangle).
     kind: type[np.signedinteger[Any]] = np.int16 if int(size.max()) < 1600 else np.int32
-    order = np.argsort(ones[:, 0] - size, kind="stable")
-    words = np.ascontiguousarray(words.take(order, axis=0).T)
-    ones = ones.take(order, axis=0).T
-    set_size: npt.NDArray[np.signedinteger[Any]] = size.take(order).astype(kind)
-    # outside[w, i]: 20 times passage i's bigrams beyond word w; need: 9 * |A|.
-    outside: npt.NDArray[np.signedinteger[Any]] = 20 * (set_size - np.cumsum(ones, axis=0, dtype=kind))
+    words = np.ascontiguousarray(words.T)
+    set_size: npt.NDArray[np.signedinteger[Any]] = size.astype(kind)
+    # outside[w, i]: 20 times passage i's bigrams beyond word w; need: 9 * |A|. In int16 when sets
+    # are below 1,600: 20 * shared_C + outside_i <= 20 * |A| and need_i + need_j stay below 2**15.
+    within = np.cumsum(ones[:, :_BOUND_WORDS].T, axis=0, dtype=kind)
+    outside: npt.NDArray[np.signedinteger[Any]] = 20 * (set_size - within)
     need: npt.NDArray[np.signedinteger[Any]] = 9 * set_size
     word = words[0]
     pair_and = np.bitwise_and(word[:, None], word[None, :], out=_scratch(5, n * n, np.uint64).reshape(n, n))
     first = np.bitwise_count(pair_and, out=_scratch(6, n * n, np.uint8).reshape(n, n))
     bound = np.multiply(first, 20, out=_scratch(7, n * n, kind).reshape(n, n), dtype=kind)
-    other = np.add(need[:, None], (need - outside[0])[None, :], out=_scratch(8, n * n, kind).reshape(n, n))
+    bound += np.minimum(outside[0][:, None], outside[0][None, :], out=_scratch(8, n * n, kind).reshape(n, n))
+    other = np.add(need[:, None], need[None, :], out=_scratch(8, n * n, kind).reshape(n, n))
     possible = np.greater_equal(bound, other, out=_scratch(9, n * n, np.bool_).reshape(n, n))
     possible &= _upper_triangle(n)
     pairs = np.flatnonzero(possible)
@@ -363,8 +362,7 @@ def _counted_pairs(
     denom = set_size.take(left).astype(np.float64) + set_size.take(right)
     with np.errstate(divide="ignore", invalid="ignore"):
         verdict = (2.0 * counted / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
-    one, another = order.take(left[verdict]), order.take(right[verdict])
-    return np.minimum(one, another), np.maximum(one, another)
+    return left[verdict], right[verdict]
 
 
 def _pair_matrix(n: int, earlier: npt.NDArray[np.intp], later: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
