@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from assembler.contract.text import normalize_entries
+from assembler.contract.text import normalize_entries, normalize_entry
 
 __all__ = [
     "NEAR_DUPLICATE_DICE_THRESHOLD",
@@ -34,6 +34,7 @@ __all__ = [
     "blocked_walk",
     "code_point_walk",
     "dice_matches",
+    "normalize_entry",  # re-exported: the rule's normalization, next to its bigrams
     "pair_codes",
     "pool_matches",
     "pool_walk",
