@@ -17,6 +17,7 @@ pool's whole verdict matrix from prepared bigram sets.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -203,7 +204,13 @@ def pair_codes(points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64]) -
 
 
 def _columns(
-    codes: npt.NDArray[np.uint64], seed: int, sample: int, first: int, round_: int = 0
+    codes: npt.NDArray[np.uint64],
+    seed: int,
+    sample: int,
+    first: int,
+    round_: int = 0,
+    max_bits: int = _TABLE_BITS,
+    max_width: int = _BITSET_MAX_WIDTH,
 ) -> tuple[npt.NDArray[np.intp], int] | None:
     """A column per code, ``first`` on: equal codes equal columns, distinct codes distinct ones.
 
@@ -214,15 +221,15 @@ def _columns(
     contested slot does not matter. With ``sample`` (the passages ``codes[:seed]`` come from),
     the seeded columns go first to the codes found about ``sample / 2`` times, the ones that
     tell passages apart: the order only decides how soon pairs are ruled out, never a verdict.
-    ``None`` past ``_BITSET_MAX_WIDTH`` columns in all.
+    ``None`` past ``max_width`` columns in all (at most 2**22: the spare bits).
     """
     total = codes.size
     if round_ == len(_MULTIPLIERS) or (round_ and total <= _SORT_CODES):
         distinct, inverse = np.unique(codes, return_inverse=True)
-        if first + distinct.size > _BITSET_MAX_WIDTH:
+        if first + distinct.size > max_width:
             return None
         return first + inverse.astype(np.intp), int(distinct.size)
-    bits = min(_TABLE_BITS, max(8, (2 * seed).bit_length()))
+    bits = min(max_bits, max(8, (2 * seed).bit_length()))
     outer = round_ == 0  # the first round uses the per-thread buffers, the later ones are small
     hashed = np.multiply(codes, _MULTIPLIERS[round_], out=_scratch(0, total, np.uint64) if outer else None)
     hashed >>= np.uint64(64 - bits)
@@ -232,7 +239,7 @@ def _columns(
     table[slots[:seed]] = codes[:seed]
     taken = np.flatnonzero(table != _EMPTY_SLOT)
     count = taken.size
-    if first + count > _BITSET_MAX_WIDTH:
+    if first + count > max_width:
         return None
     if sample:
         frequency = np.bincount(slots[:seed], minlength=1 << bits).take(taken)
@@ -252,7 +259,7 @@ def _columns(
             np.intp
         )
     if lost.size:
-        again = _columns(codes.take(lost), lost.size, 0, first + count, round_ + 1)
+        again = _columns(codes.take(lost), lost.size, 0, first + count, round_ + 1, max_bits, max_width)
         if again is None:
             return None
         columns[lost] = again[0]
@@ -300,6 +307,20 @@ def _pool_pairs(
     return _bitset_pairs(pair_codes(points, lengths), lengths)
 
 
+def _bitsets(columns: npt.NDArray[np.intp], count: int, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """Each passage's set of columns as a bitset, ``n`` by ``ceil(count / 64)`` words (``columns``:
+    each passage's in turn, ``sizes`` how many; repeats set the same bit)."""
+    n = sizes.size
+    width = -(-count // 64) * 64
+    flat = np.repeat(_arange(n) * width, sizes)
+    flat += columns
+    incidence = _scratch(4, n * width, np.bool_)
+    incidence.fill(False)
+    incidence[flat] = True
+    words: npt.NDArray[np.uint64] = np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64)
+    return words
+
+
 def _counted_pairs(
     columns: npt.NDArray[np.intp], count: int, sizes: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
@@ -318,13 +339,7 @@ def _counted_pairs(
     by the contract's own float expression.
     """
     n = sizes.size
-    width = -(-count // 64) * 64
-    flat = np.repeat(_arange(n) * width, sizes)
-    flat += columns
-    incidence = _scratch(4, n * width, np.bool_)
-    incidence.fill(False)
-    incidence[flat] = True
-    words = np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64)
+    words = _bitsets(columns, count, sizes)
     ones = np.bitwise_count(words)
     size = ones.sum(axis=1, dtype=np.int64)  # set sizes: repeats counted once
     kind: type[np.signedinteger[Any]] = np.int16 if int(size.max()) < 1600 else np.int32
@@ -678,34 +693,47 @@ def _batch_bigram_codes(
 
 
 def _batched_small_pools(
-    pool: npt.NDArray[np.int64],
-    local: npt.NDArray[np.int64],
-    sizes: npt.NDArray[np.int64],
-    rows: npt.NDArray[np.int64],
-    codes: npt.NDArray[np.uint64],
-    width: int,
+    points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], pool_lengths: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
-    """Survivor walks of many small pools at once; ``-1`` or the duplicated passage's local index.
+    """Survivor walks of many small pools at once; ``-1`` or the duplicated passage's index in its pool.
 
-    ``pool``/``local``/``sizes`` are per passage (its pool, its position there, its set size);
-    ``rows``/``codes`` the distinct bigrams of those passages. Pools are padded to ``width``.
+    ``points``/``lengths``: the passages' normalized code points (:func:`normalize_entries`), pool
+    after pool; ``pool_lengths``: passages per pool (2 to ``_SMALL_POOL``). Pools are taken in
+    chunks of about ``_CHUNK_PASSAGES`` passages, each chunk's passages bitsets over the chunk's
+    bigrams (:func:`_columns`), and every pair within a pool counted over all words; a chunk too
+    varied for bitsets is counted by co-occurrence (:func:`_cooccurrence_shared`).
     """
-    n_pools = int(pool.max()) + 1
-    # Co-occurrence counting per (pool, bigram): every ordered pair of passages sharing it.
-    keys = (pool[rows].astype(np.uint64) << np.uint64(42)) | codes
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    first, left, right = _pairs_within_groups(keys, local[rows[order]])
-    owner = (keys[first] >> np.uint64(42)).astype(np.int64)
-    cells = n_pools * width * width
-    shared = np.bincount((owner * width + left) * width + right, minlength=cells).reshape(n_pools, width, width)
-    set_size = np.zeros((n_pools, width), dtype=np.float64)
-    valid = np.zeros((n_pools, width), dtype=np.bool_)
-    set_size[pool, local] = sizes
-    valid[pool, local] = True
-    denom = set_size[:, :, None] + set_size[:, None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        matches = (2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
+    n_pools = pool_lengths.size
+    width = int(pool_lengths.max())
+    pair_counts = pool_lengths * (pool_lengths - 1) // 2
+    # Every pair of every pool, (later, earlier) passage indices, pool after pool.
+    pair_pool = np.repeat(np.arange(n_pools), pair_counts)
+    offset = np.arange(int(pair_counts.sum())) - np.repeat(np.cumsum(pair_counts) - pair_counts, pair_counts)
+    later_local, earlier_local = _POOL_LATER.take(offset), _POOL_EARLIER.take(offset)
+    pool_first = np.cumsum(pool_lengths) - pool_lengths
+    later, earlier = pool_first.take(pair_pool) + later_local, pool_first.take(pair_pool) + earlier_local
+    verdict = np.zeros(later.size, dtype=np.bool_)
+    ends = np.cumsum(lengths)
+    passage_ends = np.cumsum(pool_lengths)
+    pair_ends = np.cumsum(pair_counts)
+    chunk_ends = np.unique(np.searchsorted(passage_ends, np.arange(_CHUNK_PASSAGES, passage_ends[-1], _CHUNK_PASSAGES)))
+    chunks = [(lo, hi) for lo, hi in itertools.pairwise([0, *(chunk_ends + 1).tolist(), n_pools]) if lo < hi]
+    while chunks:
+        lo, hi = chunks.pop()
+        r0, r1 = int(pool_first[lo]), int(passage_ends[hi - 1])
+        e0, e1 = int(ends[r0 - 1]) if r0 else 0, int(ends[r1 - 1])
+        q0, q1 = int(pair_ends[lo - 1]) if lo else 0, int(pair_ends[hi - 1])
+        counted = _chunk_shared(points[e0:e1], lengths[r0:r1], later[q0:q1] - r0, earlier[q0:q1] - r0, hi - lo == 1)
+        if counted is None:  # too many distinct bigrams for one chunk's bitsets: halves
+            chunks += [(lo, (lo + hi) // 2), ((lo + hi) // 2, hi)]
+            continue
+        shared, size = counted
+        denom = size.take(later[q0:q1] - r0) + size.take(earlier[q0:q1] - r0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            verdict[q0:q1] = (2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
+    matches = np.zeros((n_pools, width, width), dtype=np.bool_)
+    matches[pair_pool, later_local, earlier_local] = verdict
+    valid = np.arange(width)[None, :] < pool_lengths[:, None]
     # The contract's walk, one position at a time across every pool.
     duplicate_of = np.full((n_pools, width), -1, dtype=np.int64)
     kept = np.zeros((n_pools, width), dtype=np.bool_)
@@ -715,10 +743,70 @@ def _batched_small_pools(
         found = hits.any(axis=1)
         duplicate_of[:, position] = np.where(found, hits.argmax(axis=1), -1)
         kept[:, position] = valid[:, position] & ~found
-    return duplicate_of[pool, local]
+    return duplicate_of[valid]
+
+
+def _chunk_shared(
+    points: npt.NDArray[np.uint32],
+    lengths: npt.NDArray[np.int64],
+    later: npt.NDArray[np.int64],
+    earlier: npt.NDArray[np.int64],
+    last_resort: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """Shared bigrams of the pairs ``(later, earlier)`` of a chunk's passages, and every passage's
+    set size, from bitsets over the chunk's bigrams. ``None`` past their limits, unless
+    ``last_resort`` (one pool): then by co-occurrence counting (:func:`_cooccurrence_shared`)."""
+    n = lengths.size
+    if not lengths.any():
+        return np.zeros(later.size, dtype=np.float64), np.zeros(n, dtype=np.float64)
+    codes = pair_codes(points, lengths)
+    most = min(_CHUNK_MAX_WIDTH, max(64, _CHUNK_INCIDENCE_BYTES // n))
+    numbered = _columns(codes, codes.size, 0, 0, max_bits=_CHUNK_TABLE_BITS, max_width=most)
+    if numbered is None:
+        return _cooccurrence_shared(points, lengths, later, earlier) if last_resort else None
+    words = _bitsets(*numbered, lengths)
+    size = np.bitwise_count(words).sum(axis=1, dtype=np.int64).astype(np.float64)
+    shared = np.zeros(later.size, dtype=np.float64)
+    for lo in range(0, later.size, _COUNT_PAIRS):
+        part = slice(lo, lo + _COUNT_PAIRS)
+        both = np.bitwise_and(words.take(later[part], axis=0), words.take(earlier[part], axis=0))
+        shared[part] = np.bitwise_count(both).sum(axis=1, dtype=np.int64)
+    return shared, size
+
+
+def _cooccurrence_shared(
+    points: npt.NDArray[np.uint32],
+    lengths: npt.NDArray[np.int64],
+    later: npt.NDArray[np.int64],
+    earlier: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`_chunk_shared` by co-occurrence: every pair of passages sharing a bigram, counted
+    from the sorted distinct (passage, bigram) keys (the pairs asked lie within small pools)."""
+    rows, codes = _batch_bigram_codes(points, lengths)
+    order = np.argsort(codes, kind="stable")
+    _, left, right = _pairs_within_groups(codes.take(order), rows.take(order))
+    keep = left > right
+    key = left[keep] * lengths.size + right[keep]
+    counted, counts = np.unique(key, return_counts=True)
+    wanted = later * lengths.size + earlier
+    shared = np.zeros(wanted.size, dtype=np.float64)
+    if counted.size:
+        at = np.minimum(np.searchsorted(counted, wanted), counted.size - 1)
+        shared = np.where(counted.take(at) == wanted, counts.take(at), 0).astype(np.float64)
+    size = np.bincount(rows, minlength=lengths.size).astype(np.float64)
+    return shared, size
 
 
 _SMALL_POOL = 32
+# Pairs (later, earlier) of positions below _SMALL_POOL, by later then earlier: a pool of m
+# passages has the first m (m - 1) / 2 of them.
+_POOL_LATER, _POOL_EARLIER = np.tril_indices(_SMALL_POOL, -1)
+# Small pools are decided in chunks of about this many passages, each chunk's bitsets at most
+# _CHUNK_MAX_WIDTH bigrams wide and _CHUNK_INCIDENCE_BYTES in all (a chunk past either is halved).
+_CHUNK_PASSAGES = 512
+_CHUNK_TABLE_BITS = 15
+_CHUNK_MAX_WIDTH = 1 << 15
+_CHUNK_INCIDENCE_BYTES = 1 << 23
 # Passages per block: bounds the bigram arrays (tens of MB) and keeps packed keys below 2**22 rows.
 _MAX_ROWS = 8192
 
@@ -748,21 +836,13 @@ def duplicate_positions(
         small = (b_lengths >= 2) & (b_lengths <= _SMALL_POOL)
         if small.any():
             in_small = np.repeat(small, b_lengths)
-            rows, codes = _batch_bigram_codes(
-                points if small.all() else points[np.repeat(in_small, text_lengths)], text_lengths[in_small]
-            )
-            pool_of = np.repeat(np.cumsum(small) - 1, b_lengths)
-            local_of = np.arange(hi - lo) - np.repeat(b_starts - lo, b_lengths)
             local_dup = _batched_small_pools(
-                pool_of[in_small],
-                local_of[in_small],
-                np.bincount(rows, minlength=int(in_small.sum())),
-                rows,
-                codes,
-                int(b_lengths[small].max()),
+                points if small.all() else points[np.repeat(in_small, text_lengths)],
+                text_lengths[in_small],
+                b_lengths[small],
             )
-            base = (np.arange(hi - lo) - local_of)[in_small]
-            result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup + lo)
+            base = np.repeat(b_starts[small], b_lengths[small])
+            result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup)
         # A large pool on its own: its bigrams need no sort (the bitset kernel).
         large = b_lengths > _SMALL_POOL
         for start, length in zip(b_starts[large].tolist(), b_lengths[large].tolist(), strict=True):

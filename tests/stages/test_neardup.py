@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 import unicodedata
+from typing import Any
 
 import numpy as np
 import pytest
@@ -461,3 +462,70 @@ def test_large_pools_from_raw_texts_equal_the_plain_walk(bases: list[str], n: in
             text = text.replace("a", "ａ").replace("あ", "ア")
         texts.append(text)
     assert duplicate_positions(np.zeros(n, dtype=np.int64), texts).tolist() == plain_walk(texts)
+
+
+# --- many small pools at once: chunks of bitsets, halved when too wide, co-occurrence last ---
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(TEXT, min_size=2, max_size=9), min_size=1, max_size=30),
+    st.sampled_from([(1, 64, 1 << 23), (7, 64, 1 << 23), (512, 1 << 15, 1 << 23), (40, 64, 64), (512, 64, 1)]),
+)
+def test_small_pools_in_chunks_equal_one_plain_walk_per_pool(
+    pools: list[list[str]], caps: tuple[int, int, int]
+) -> None:
+    """Chunks of one passage, of a few pools, of all of them; chunks too wide for their bitsets
+    (halved down to one pool, then counted by co-occurrence): the plain walk of each pool."""
+    qs = np.repeat(np.arange(len(pools)), [len(pool) for pool in pools])
+    texts = [text for pool in pools for text in pool]
+    expected: list[int] = []
+    for pool in pools:
+        expected += [-1 if j < 0 else j + len(expected) for j in plain_walk(pool)]
+    saved = neardup._CHUNK_PASSAGES, neardup._CHUNK_MAX_WIDTH, neardup._CHUNK_INCIDENCE_BYTES
+    neardup._CHUNK_PASSAGES, neardup._CHUNK_MAX_WIDTH, neardup._CHUNK_INCIDENCE_BYTES = caps
+    try:
+        assert duplicate_positions(qs, texts).tolist() == expected
+    finally:
+        neardup._CHUNK_PASSAGES, neardup._CHUNK_MAX_WIDTH, neardup._CHUNK_INCIDENCE_BYTES = saved
+
+
+@pytest.mark.parametrize(("cap", "halved", "by_cooccurrence"), [(1 << 15, True, False), (2048, True, True)])
+def test_a_chunk_of_small_pools_too_wide_for_bitsets_is_halved_then_counted_by_cooccurrence(
+    monkeypatch: pytest.MonkeyPatch, cap: int, halved: bool, by_cooccurrence: bool
+) -> None:
+    """Random CJK passages (about 4,000 distinct bigrams per pool) with planted duplicates: the
+    chunk of twelve pools is past the cap and halved; with a cap below one pool's bigrams, single
+    pools are counted by co-occurrence. The walk is the plain one either way."""
+    rng = np.random.default_rng(9)
+    pools = []
+    for _ in range(12):
+        pool = ["".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 20000, size=400)) for _ in range(10)]
+        pool[5] = pool[1][:-1] + "x"
+        pool[8] = pool[5]
+        pools.append(pool)
+    monkeypatch.setattr(neardup, "_CHUNK_MAX_WIDTH", cap)
+    calls = {"chunks": 0, "too wide": 0, "co-occurrence": 0}
+    chunk_shared, cooccurrence_shared = neardup._chunk_shared, neardup._cooccurrence_shared
+
+    def counted_chunk(*args: Any) -> Any:
+        calls["chunks"] += 1
+        result = chunk_shared(*args)
+        calls["too wide"] += result is None
+        return result
+
+    def counted_cooccurrence(*args: Any) -> Any:
+        calls["co-occurrence"] += 1
+        return cooccurrence_shared(*args)
+
+    monkeypatch.setattr(neardup, "_chunk_shared", counted_chunk)
+    monkeypatch.setattr(neardup, "_cooccurrence_shared", counted_cooccurrence)
+    qs = np.repeat(np.arange(12), 10)
+    texts = [text for pool in pools for text in pool]
+    expected: list[int] = []
+    for pool in pools:
+        expected += [-1 if j < 0 else j + len(expected) for j in plain_walk(pool)]
+    walk = duplicate_positions(qs, texts).tolist()
+    assert walk == expected
+    assert walk[5] == 1 and walk[8] == 1
+    assert (calls["too wide"] > 0) is halved and (calls["co-occurrence"] > 0) is by_cooccurrence
