@@ -343,20 +343,25 @@ def _counted_pairs(
     ones = np.bitwise_count(words)
     size = ones.sum(axis=1, dtype=np.int64)  # set sizes: repeats counted once
     kind: type[np.signedinteger[Any]] = np.int16 if int(size.max()) < 1600 else np.int32
-    words = np.ascontiguousarray(words.T)
-    set_size: npt.NDArray[np.signedinteger[Any]] = size.astype(kind)
+    # Passages in order of most bigrams beyond the first word: then min(outside_i, outside_j) is
+    # outside_j for i < j, and the first bound is 20 * shared_C >= need_i + (need_j - outside_j).
+    order = np.argsort(ones[:, 0] - size, kind="stable")
+    words = np.ascontiguousarray(words.take(order, axis=0).T)
+    set_size: npt.NDArray[np.signedinteger[Any]] = size.take(order).astype(kind)
     # outside[w, i]: 20 times passage i's bigrams beyond word w; need: 9 * |A|. In int16 when sets
     # are below 1,600: 20 * shared_C + outside_i <= 20 * |A| and need_i + need_j stay below 2**15.
-    within = np.cumsum(ones[:, :_BOUND_WORDS].T, axis=0, dtype=kind)
+    within = np.cumsum(ones[:, :_BOUND_WORDS].take(order, axis=0).T, axis=0, dtype=kind)
     outside: npt.NDArray[np.signedinteger[Any]] = 20 * (set_size - within)
     need: npt.NDArray[np.signedinteger[Any]] = 9 * set_size
     word = words[0]
     pair_and = np.bitwise_and(word[:, None], word[None, :], out=_scratch(5, n * n, np.uint64).reshape(n, n))
     first = np.bitwise_count(pair_and, out=_scratch(6, n * n, np.uint8).reshape(n, n))
-    bound = np.multiply(first, 20, out=_scratch(7, n * n, kind).reshape(n, n), dtype=kind)
-    bound += np.minimum(outside[0][:, None], outside[0][None, :], out=_scratch(8, n * n, kind).reshape(n, n))
-    other = np.add(need[:, None], need[None, :], out=_scratch(8, n * n, kind).reshape(n, n))
-    possible = np.greater_equal(bound, other, out=_scratch(9, n * n, np.bool_).reshape(n, n))
+    # The first bound in units of 20, each side rounded down: a pair dropped here fails the exact
+    # bound too (floor(a / 20) + floor(c / 20) <= (a + c) / 20).
+    least = np.add(
+        (need // 20)[:, None], ((need - outside[0]) // 20)[None, :], out=_scratch(8, n * n, kind).reshape(n, n)
+    )
+    possible = np.greater_equal(first, least, out=_scratch(9, n * n, np.bool_).reshape(n, n))
     possible &= _upper_triangle(n)
     pairs = np.flatnonzero(possible)
     left = pairs // n
@@ -378,7 +383,8 @@ def _counted_pairs(
     denom = set_size.take(left).astype(np.float64) + set_size.take(right)
     with np.errstate(divide="ignore", invalid="ignore"):
         verdict = (2.0 * counted / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
-    return left[verdict], right[verdict]
+    one, another = order.take(left[verdict]), order.take(right[verdict])
+    return np.minimum(one, another), np.maximum(one, another)
 
 
 def _pair_matrix(n: int, earlier: npt.NDArray[np.intp], later: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
