@@ -16,6 +16,9 @@ Three groups:
   pool: the reference per query against one ``duplicate_positions`` call over all of them (the
   pipeline decides small pools together).
 
+``python -m benchmarks.bench_neardup`` prints where a 200-passage pool's time goes instead (each
+step of ``duplicate_positions`` timed alone, the reference, page faults a call).
+
 A rapidfuzz alternative runs in the first two groups, made exact: each text's sorted, distinct
 bigram codes become a string of strictly increasing symbols, so the longest common subsequence
 of two such strings is the size of the intersection, ``rapidfuzz.distance.Indel.distance`` is
@@ -30,7 +33,12 @@ allocator is settled first (:func:`settle_allocator`).
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import math
+import os
+import resource
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -40,12 +48,14 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
-from assembler.contract.text import normalize_entry
+from assembler.contract.text import normalize_entries, normalize_entry
+from assembler.stages import neardup
 from assembler.stages.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
     bigram_codes,
     dice_matches,
     duplicate_positions,
+    pair_codes,
     survivor_walk,
 )
 from tests.oracle.pools import generate_texts
@@ -276,3 +286,64 @@ def test_small_pools_from_texts(benchmark: object, lang: str, impl: str) -> None
         fn = lambda: duplicate_positions(qs, texts)  # noqa: E731
     info = {"queries": SMALL_QUERIES, "passages": SMALL_PASSAGES}
     _run(benchmark, f"small pools from texts  {lang} {SMALL_QUERIES}x{SMALL_PASSAGES}", impl, info, fn)
+
+
+# --- where the time goes: python -m benchmarks.bench_neardup [--rounds N] --------------------
+
+
+def _fastest(fn: Callable[[], object], rounds: int) -> float:
+    """CPU seconds (all threads) of the fastest of ``rounds`` calls."""
+    best = math.inf
+    for _ in range(rounds):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def steps_row(lang: str, dup_rate: float, rounds: int) -> str:
+    """One 200-passage pool: CPU ms of each step of ``duplicate_positions`` (each timed alone on
+    the previous step's output), the whole call, the reference, their ratio, page faults a call."""
+    pool = get_pool(lang, 200, dup_rate)
+    texts = pool.texts
+    qs = np.zeros(len(texts), dtype=np.int64)
+    points, lengths = normalize_entries(texts)
+    codes = pair_codes(points, lengths).copy()
+    seed = int(lengths[: neardup._SEED_PASSAGES].sum())
+    numbered = neardup._columns(codes, seed, min(len(texts), neardup._SEED_PASSAGES), 0)
+    assert numbered is not None
+    columns, count = numbered[0].copy(), numbered[1]
+    steps: list[Callable[[], object]] = [
+        lambda: normalize_entries(texts),
+        lambda: pair_codes(points, lengths),
+        lambda: neardup._columns(codes, seed, min(len(texts), neardup._SEED_PASSAGES), 0),
+        lambda: neardup._counted_pairs(columns, count, lengths),
+        lambda: duplicate_positions(qs, texts),
+    ]
+    cells = [_fastest(step, rounds) for step in steps]
+    reference = _fastest(lambda: near_duplicate_reference(texts), max(3, rounds // 50))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(50):
+        duplicate_positions(qs, texts)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50
+    shown = " | ".join(f"{1e3 * cell:.3f}" for cell in cells)
+    return f"| {pool.label} | {shown} | {1e3 * reference:.2f} | {reference / cells[-1]:.1f}× | {faults:.1f} |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Where duplicate_positions spends a 200-passage pool (CPU ms).")
+    parser.add_argument("--rounds", type=int, default=400)
+    rounds: int = parser.parse_args().rounds
+    print(f"load average {os.getloadavg()}, fastest of {rounds} rounds, CPU ms\n")
+    print(
+        "| pool | normalize_entries | pair_codes | hash join (`_columns`) | bitsets and bounds (`_counted_pairs`) "
+        "| duplicate_positions (all) | reference | ratio | page faults a call |"
+    )
+    print("|---|" + "---:|" * 8)
+    for lang in LANGS:
+        for dup_rate in DUP_RATES:
+            print(steps_row(lang, dup_rate, rounds))
+
+
+if __name__ == "__main__":
+    main()
