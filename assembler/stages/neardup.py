@@ -237,13 +237,17 @@ def _columns(
     table = _scratch(1, 1 << bits, np.uint64) if outer else np.empty(1 << bits, dtype=np.uint64)
     table.fill(_EMPTY_SLOT)
     table[slots[:seed]] = codes[:seed]
-    taken = np.flatnonzero(table != _EMPTY_SLOT)
+    if sample:  # how often each slot was written: the slots taken, and how telling their codes are
+        frequency = np.bincount(slots[:seed], minlength=1 << bits)
+        taken = np.flatnonzero(frequency)
+        if first + taken.size > max_width:
+            return None
+        taken = taken.take(np.argsort(np.abs(2 * frequency.take(taken) - sample), kind="stable"))
+    else:
+        taken = np.flatnonzero(table != _EMPTY_SLOT)
     count = taken.size
     if first + count > max_width:
         return None
-    if sample:
-        frequency = np.bincount(slots[:seed], minlength=1 << bits).take(taken)
-        taken = taken.take(np.argsort(np.abs(2 * frequency - sample), kind="stable"))
     column = np.arange(first, first + count, dtype=np.uint64)
     if first + count > _SPARE_LOW + 1:  # past 11 bits: the high part goes to bits 32 on
         column = (column & np.uint64(_SPARE_LOW)) | ((column >> np.uint64(11)) << np.uint64(32))
@@ -302,9 +306,7 @@ def _pool_pairs(
     points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
     """:func:`_bitset_pairs` of one pool given as normalized code points (:func:`normalize_entries`)."""
-    if not _fits_kernel(lengths):
-        return None
-    return _bitset_pairs(pair_codes(points, lengths), lengths)
+    return _bitset_pairs(pair_codes(points, lengths), lengths) if _fits_kernel(lengths) else None
 
 
 def _bitsets(columns: npt.NDArray[np.intp], count: int, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
@@ -457,9 +459,8 @@ def _walk(
         return _survivor_walk_rows(_pair_matrix(n, earlier, later), also)
     # Matching pairs in row order: each passage's earlier matches come after every pair of the
     # passages before it, whose fate is therefore settled.
-    order = np.argsort(later * n + earlier)
     duplicate_of = [-1] * n
-    for i, j in zip(later.take(order).tolist(), earlier.take(order).tolist(), strict=True):
+    for i, j in sorted(zip(later.tolist(), earlier.tolist(), strict=True)):
         if duplicate_of[i] < 0 and duplicate_of[j] < 0 and (also is None or also(i, j)):
             duplicate_of[i] = j
     return np.array(duplicate_of, dtype=np.int64)
@@ -855,9 +856,8 @@ def duplicate_positions(
             local = start - lo
             begin = offsets[local - 1] if local else 0
             walk = code_point_walk(points[begin : offsets[local + length - 1]], text_lengths[local : local + length])
-            kept = walk < 0
-            walk += start
-            walk[kept] = -1
+            if start:
+                walk[walk >= 0] += start
             result[start : start + length] = walk
     return result
 
