@@ -18,6 +18,7 @@ pool's whole verdict matrix from prepared bigram sets.
 from __future__ import annotations
 
 import itertools
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -823,42 +824,43 @@ def duplicate_positions(
 ) -> npt.NDArray[np.int64]:
     """For passages sorted by query then fused rank: ``-1`` if kept, else the row it duplicates.
 
-    Small pools (up to 32 passages) are decided together, large ones one matrix per pool; pools
-    are taken in blocks of about ``max_rows`` passages, which bounds memory by the block and keeps
-    packed integer keys from overflowing.
+    Pools are taken in blocks of about ``max_rows`` passages (memory is bounded by the block),
+    each block normalized at once (:func:`normalize_entries`). Small pools (2 to 32 passages) are
+    decided together (:func:`_batched_small_pools`), larger ones one by one
+    (:func:`code_point_walk`).
     """
     n = len(texts)
     result = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return result
-    bounds = np.flatnonzero(qs[1:] != qs[:-1]) + 1
-    starts = np.concatenate(([0], bounds))
-    lengths = np.diff(np.concatenate((starts, [n])))
-    pools_per_block = max(1, max_rows // int(lengths.max()))
-    for first in range(0, starts.size, pools_per_block):
-        b_starts, b_lengths = starts[first : first + pools_per_block], lengths[first : first + pools_per_block]
-        lo, hi = int(b_starts[0]), int(b_starts[-1] + b_lengths[-1])
+    bounds = (np.flatnonzero(qs[1:] != qs[:-1]) + 1).tolist()
+    starts, ends = [0, *bounds], [*bounds, n]
+    pools_per_block = max(1, max_rows // max(map(operator.sub, ends, starts)))
+    for first in range(0, len(starts), pools_per_block):
+        b_starts, b_ends = starts[first : first + pools_per_block], ends[first : first + pools_per_block]
+        lo, hi = b_starts[0], b_ends[-1]
         points, text_lengths = normalize_entries(texts[lo:hi])
-        offsets = np.cumsum(text_lengths).tolist()
-        small = (b_lengths >= 2) & (b_lengths <= _SMALL_POOL)
-        if small.any():
+        sizes = [end - start for start, end in zip(b_starts, b_ends, strict=True)]
+        if any(2 <= size <= _SMALL_POOL for size in sizes):
+            b_lengths = np.array(sizes)
+            small = (b_lengths >= 2) & (b_lengths <= _SMALL_POOL)
             in_small = np.repeat(small, b_lengths)
             local_dup = _batched_small_pools(
                 points if small.all() else points[np.repeat(in_small, text_lengths)],
                 text_lengths[in_small],
                 b_lengths[small],
             )
-            base = np.repeat(b_starts[small], b_lengths[small])
+            base = np.repeat(np.array(b_starts)[small], b_lengths[small])
             result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup)
-        # A large pool on its own: its bigrams need no sort (the bitset kernel).
-        large = b_lengths > _SMALL_POOL
-        for start, length in zip(b_starts[large].tolist(), b_lengths[large].tolist(), strict=True):
-            local = start - lo
-            begin = offsets[local - 1] if local else 0
-            walk = code_point_walk(points[begin : offsets[local + length - 1]], text_lengths[local : local + length])
+        offsets: list[int] = []
+        for start, end in zip(b_starts, b_ends, strict=True):
+            if end - start <= _SMALL_POOL:
+                continue
+            offsets = offsets or [0, *np.cumsum(text_lengths).tolist()]
+            walk = code_point_walk(points[offsets[start - lo] : offsets[end - lo]], text_lengths[start - lo : end - lo])
             if start:
                 walk[walk >= 0] += start
-            result[start : start + length] = walk
+            result[start:end] = walk
     return result
 
 
