@@ -1,32 +1,44 @@
-"""Near-duplicate kernel: the vectorized verdict matrix against the reference pairwise loop.
+"""Near-duplicate kernel: the vectorized verdicts against the reference pairwise loop.
 
 Pools of 10, 50, 100 and 200 passages, English and Japanese texts of 150 to 600 characters
 (``tests.oracle.pools.generate_texts``), without and with 20 % planted near-duplicates.
 
-Two groups per pool:
+Three groups:
 
-* ``from texts``: normalization, bigram sets and the survivor walk included (what one query's
-  passages cost): ``near_duplicate_reference(texts)`` against ``duplicate_positions``, the
-  pipeline's own entry point (``normalize_entry``, ``bigram_codes``, ``dice_matches``,
-  ``survivor_walk``).
+* ``from texts``: normalization, bigrams, verdicts and the survivor walk included (what one
+  query's passages cost): ``near_duplicate_reference(texts)`` against ``duplicate_positions``,
+  the pipeline's own entry point (``normalize_entries``, ``pair_codes``, the bitset kernel, the
+  walk over matching pairs).
 * ``pairwise``: bigram sets prepared beforehand, only the verdicts and the walk: the reference
   loop (Python sets, the size-bound shortcut, first kept match wins) against ``dice_matches``
   (``auto``, ``dense``, ``sparse``) + ``survivor_walk``.
+* ``small pools from texts``: 1,000 queries of 5 passages each (English, Japanese), the typical
+  pool: the reference per query against one ``duplicate_positions`` call over all of them (the
+  pipeline decides small pools together).
 
-A rapidfuzz alternative runs in both groups, made exact: each text's sorted, distinct bigram
-codes become a string of strictly increasing symbols, so the longest common subsequence of two
-such strings is the size of the intersection, ``rapidfuzz.distance.Indel.distance`` is
+``python -m benchmarks.bench_neardup`` prints where a 200-passage pool's time goes instead (each
+step of ``duplicate_positions`` timed alone, the reference, page faults a call).
+
+A rapidfuzz alternative runs in the first two groups, made exact: each text's sorted, distinct
+bigram codes become a string of strictly increasing symbols, so the longest common subsequence
+of two such strings is the size of the intersection, ``rapidfuzz.distance.Indel.distance`` is
 ``|A| + |B| - 2 |A ∩ B|``, and the contract's Dice rule follows from it in exact integers.
 For contrast ``rapidfuzz.fuzz.ratio`` on the normalized texts (a character-sequence similarity,
 not the contract's bigram-set Dice) also runs: its verdicts differ, and the number of pairs
 where they differ is reported as ``pairs_differing`` — it is not an implementation of the rule.
 
-Every exact implementation's verdicts are asserted equal to the reference's before timing.
+Every exact implementation's verdicts are asserted equal to the reference's before timing. The
+allocator is settled first (:func:`settle_allocator`).
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import math
+import os
+import resource
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -36,12 +48,14 @@ from rapidfuzz import fuzz
 from rapidfuzz.distance import Indel
 from rapidfuzz.process import cdist
 
+from assembler.contract.text import normalize_entries, normalize_entry
+from assembler.stages import neardup
 from assembler.stages.neardup import (
     NEAR_DUPLICATE_DICE_THRESHOLD,
     bigram_codes,
     dice_matches,
     duplicate_positions,
-    normalize_entry,
+    pair_codes,
     survivor_walk,
 )
 from tests.oracle.pools import generate_texts
@@ -49,6 +63,23 @@ from tests.oracle.reference import bigrams, is_near_duplicate, near_duplicate_re
 from tests.oracle.reference import normalize_entry as reference_normalize
 
 Codes = npt.NDArray[np.uint64]
+
+
+def settle_allocator() -> None:
+    """Time every implementation with the allocator as it is in a pipeline run.
+
+    glibc gives a freed block above its mmap threshold (128 KiB at start) back to the system,
+    and raises the threshold to the largest such block freed. A pipeline run frees chunk-sized
+    arrays (megabytes) in its first block of pools; a process that only ever times one pool may
+    never have, and then its few-hundred-KiB arrays come from fresh pages on every call (page
+    faults costing as much as the work; how many depends on what ran before). Freeing one 16 MiB
+    block first puts this process where the pipeline is, whatever ran before.
+    """
+    block = np.empty(16 << 20, dtype=np.uint8)
+    del block
+
+
+settle_allocator()
 SIZES = (10, 50, 100, 200)
 LANGS = ("en", "ja")
 DUP_RATES = (0.0, 0.2)
@@ -220,3 +251,99 @@ def test_kernel_pairwise(benchmark: object, lang: str, n: int, dup_rate: float, 
         assert np.array_equal(rapidfuzz_matches(codes), pool.matrix)
         fn = lambda: survivor_walk(rapidfuzz_matches(codes))  # noqa: E731
     _run(benchmark, f"kernel pairwise    {pool.label}", impl, pool.info(), fn)
+
+
+# --- small pools from texts --------------------------------------------------------------------
+
+SMALL_QUERIES = 1_000
+SMALL_PASSAGES = 5
+
+
+def small_pools(lang: str) -> list[list[str]]:
+    """``SMALL_QUERIES`` pools of ``SMALL_PASSAGES`` texts, 20 % planted near-duplicates."""
+    return [
+        generate_texts(SMALL_PASSAGES, seed=_seed(lang, SMALL_PASSAGES, 0.2) + 7 * q, lang=lang, dup_rate=0.2)
+        for q in range(SMALL_QUERIES)
+    ]
+
+
+@pytest.mark.parametrize("impl", ("reference", "vectorized"))
+@pytest.mark.parametrize("lang", LANGS)
+def test_small_pools_from_texts(benchmark: object, lang: str, impl: str) -> None:
+    pools = small_pools(lang)
+    fn: Callable[[], object]
+    if impl == "reference":
+        fn = lambda: [near_duplicate_reference(pool) for pool in pools]  # noqa: E731
+    else:
+        qs = np.repeat(np.arange(len(pools)), [len(pool) for pool in pools])
+        texts = [text for pool in pools for text in pool]
+        expected = [
+            -1 if j is None else j + q * SMALL_PASSAGES
+            for q, pool in enumerate(pools)
+            for j in near_duplicate_reference(pool)
+        ]
+        assert duplicate_positions(qs, texts).tolist() == expected
+        fn = lambda: duplicate_positions(qs, texts)  # noqa: E731
+    info = {"queries": SMALL_QUERIES, "passages": SMALL_PASSAGES}
+    _run(benchmark, f"small pools from texts  {lang} {SMALL_QUERIES}x{SMALL_PASSAGES}", impl, info, fn)
+
+
+# --- where the time goes: python -m benchmarks.bench_neardup [--rounds N] --------------------
+
+
+def _fastest(fn: Callable[[], object], rounds: int) -> float:
+    """CPU seconds (all threads) of the fastest of ``rounds`` calls."""
+    best = math.inf
+    for _ in range(rounds):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def steps_row(lang: str, dup_rate: float, rounds: int) -> str:
+    """One 200-passage pool: CPU ms of each step of ``duplicate_positions`` (each timed alone on
+    the previous step's output), the whole call, the reference, their ratio, page faults a call."""
+    pool = get_pool(lang, 200, dup_rate)
+    texts = pool.texts
+    qs = np.zeros(len(texts), dtype=np.int64)
+    points, lengths = normalize_entries(texts)
+    codes = pair_codes(points, lengths).copy()
+    seed = int(lengths[: neardup._SEED_PASSAGES].sum())
+    numbered = neardup._columns(codes, seed, min(len(texts), neardup._SEED_PASSAGES), 0)
+    assert numbered is not None
+    columns, count = numbered[0].copy(), numbered[1]
+    steps: list[Callable[[], object]] = [
+        lambda: normalize_entries(texts),
+        lambda: pair_codes(points, lengths),
+        lambda: neardup._columns(codes, seed, min(len(texts), neardup._SEED_PASSAGES), 0),
+        lambda: neardup._counted_pairs(columns, count, lengths),
+        lambda: duplicate_positions(qs, texts),
+    ]
+    cells = [_fastest(step, rounds) for step in steps]
+    reference = _fastest(lambda: near_duplicate_reference(texts), max(3, rounds // 50))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(50):
+        duplicate_positions(qs, texts)
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50
+    shown = " | ".join(f"{1e3 * cell:.3f}" for cell in cells)
+    return f"| {pool.label} | {shown} | {1e3 * reference:.2f} | {reference / cells[-1]:.1f}× | {faults:.1f} |"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Where duplicate_positions spends a 200-passage pool (CPU ms).")
+    parser.add_argument("--rounds", type=int, default=400)
+    rounds: int = parser.parse_args().rounds
+    print(f"load average {os.getloadavg()}, fastest of {rounds} rounds, CPU ms\n")
+    print(
+        "| pool | normalize_entries | pair_codes | hash join (`_columns`) | bitsets and bounds (`_counted_pairs`) "
+        "| duplicate_positions (all) | reference | ratio | page faults a call |"
+    )
+    print("|---|" + "---:|" * 8)
+    for lang in LANGS:
+        for dup_rate in DUP_RATES:
+            print(steps_row(lang, dup_rate, rounds))
+
+
+if __name__ == "__main__":
+    main()

@@ -37,12 +37,13 @@ def pool_row(lang: str, dup_rate: float, rounds: int) -> str:
     pool = get_pool(lang, 200, dup_rate)
     texts, codes, sets = pool.texts, pool.codes, pool.sets
     normalized = [normalize_entry(t) for t in texts]
-    flat = np.concatenate(codes)
+    layout = neardup._pair_layout(np.concatenate(codes))
+    assert layout is not None
     matrix = dice_matches(codes)
     runs: list[Callable[[], object]] = [
         lambda: [normalize_entry(t) for t in texts],
         lambda: [bigram_codes(t) for t in normalized],
-        lambda: neardup._token_slots(flat),
+        lambda: neardup._columns(layout, layout.size, 0, 0),
         lambda: dice_matches(codes),
         lambda: survivor_walk(matrix),
         lambda: survivor_walk(dice_matches(codes)),
@@ -57,7 +58,7 @@ def pool_row(lang: str, dup_rate: float, rounds: int) -> str:
 COLUMNS = (
     "normalize",
     "bigram_codes",
-    "token slots",
+    "columns (hash join)",
     "dice_matches",
     "survivor_walk",
     "pairwise (dice+walk)",

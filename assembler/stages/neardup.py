@@ -1,14 +1,24 @@
-"""Near-duplicate passage suppression (contract section 6) with NumPy bigram matrices.
+"""Near-duplicate passage suppression (contract section 6) with NumPy bitsets.
 
 The verdict is the contract's exact set rule: normalized texts (``normalize_entry``), the set of
-adjacent code-point pairs, Dice ``2.0 * shared / (|A| + |B|) >= 0.9`` (two empty sets match). The
-kernel :func:`dice_matches` computes every pair's verdict of one pool at once; the survivor walk
-(:func:`suppress`) then keeps each passage unless it matches a passage kept before it, exactly as
-the contract's sequential rule does.
+adjacent code-point pairs, Dice ``2.0 * shared / (|A| + |B|) >= 0.9`` (two empty sets match),
+then the survivor walk: each passage is kept unless it matches a passage kept before it.
+
+From raw texts (:func:`duplicate_positions`, what :func:`suppress` runs): a chunk's texts are
+normalized at once as one array of code points (:func:`normalize_entries`); every position's
+bigram becomes one integer (:func:`pair_codes`); a hash join numbers a pool's distinct bigrams
+and each passage becomes a bitset (:func:`_columns`, :func:`_counted_pairs`), whose first word
+rules most pairs out by an exact upper bound; the few pairs left are counted in full and judged
+by the contract's float expression; the walk goes over the matching pairs in order
+(:func:`code_point_walk`). Small pools are decided together (:func:`_batched_small_pools`),
+pools past the bitset limits in blocks (:func:`blocked_walk`). :func:`dice_matches` gives one
+pool's whole verdict matrix from prepared bigram sets.
 """
 
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -17,14 +27,17 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from assembler.contract.text import normalize_entry
+from assembler.contract.text import normalize_entries, normalize_entry
 
 __all__ = [
     "NEAR_DUPLICATE_DICE_THRESHOLD",
     "PairTest",
     "bigram_codes",
     "blocked_walk",
+    "code_point_walk",
     "dice_matches",
+    "normalize_entry",  # re-exported: the rule's normalization, next to its bigrams
+    "pair_codes",
     "pool_matches",
     "pool_walk",
     "suppress",
@@ -56,23 +69,18 @@ def dice_matches(
 ) -> npt.NDArray[np.bool_]:
     """The symmetric matrix of near-duplicate verdicts of one pool (diagonal True).
 
-    ``auto`` (:func:`_bitset_matches`): each set becomes a bitset over the pool's distinct bigrams;
-    shared counts taken over the most telling words first bound every pair's Dice from above, so
-    most pairs are settled after a word or two and only the rest are counted in full. ``dense``
+    ``auto``: the bitset kernel (:func:`_bitset_pairs`), for uint64 codes below ``2**42 - 1``
+    (those of :func:`bigram_codes`) in pools of at most 2,048 passages and 4,096 distinct codes. ``dense``
     (a BLAS product of the incidence matrix) and ``sparse`` (co-occurrence counting) count every
     pair. All three count exact integers and apply the contract's rule, so the verdicts are equal.
     """
     n = len(bigram_sets)
     sizes = np.fromiter(map(len, bigram_sets), dtype=np.int64, count=n)
-    if method == "auto" and 0 < n <= _BITSET_MAX_PASSAGES and sizes.max() <= _BITSET_MAX_SET:
-        try:
-            codes = np.concatenate(bigram_sets, out=_scratch(10, int(sizes.sum()), np.uint64))
-        except TypeError:  # not uint64 codes: the general path below
-            codes = None
-        verdicts = None if codes is None else _bitset_matches(codes, sizes)
-        if verdicts is not None:
-            return verdicts
     codes = np.concatenate(bigram_sets) if n else np.empty(0, dtype=np.uint64)
+    layout = _pair_layout(codes) if method == "auto" else None
+    pairs = None if layout is None else _bitset_pairs(layout, sizes)
+    if pairs is not None:
+        return _pair_matrix(n, *pairs)
     rows = np.repeat(np.arange(n), sizes)
     shared = _shared_counts(rows, codes, n, method)
     denom = (sizes[:, None] + sizes[None, :]).astype(np.float64)
@@ -82,10 +90,18 @@ def dice_matches(
     return matches
 
 
-# An odd 64-bit multiplier (Fibonacci hashing) for the hash join of :func:`_token_slots`, and
-# the empty-slot mark (codes are below 2**42).
-_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
-_NO_CODE = np.uint64(2**64 - 1)
+def _pair_layout(codes: npt.NDArray[Any]) -> npt.NDArray[np.uint64] | None:
+    """Codes of :func:`bigram_codes` in the kernel's pair layout (:func:`pair_codes`): a code's
+    high 21 bits in place of a first code point, its low 21 bits in place of the second. ``None``
+    for other codes: not uint64, or not below ``2**42 - 1`` (which would look like an empty slot).
+    """
+    if codes.dtype != np.uint64 or (codes.size and int(codes.max()) >= (1 << 42) - 1):
+        return None
+    layout: npt.NDArray[np.uint64] = np.right_shift(codes, np.uint64(21)) << np.uint64(11)
+    layout |= (codes & np.uint64((1 << 21) - 1)) << np.uint64(43)
+    return layout
+
+
 _SCRATCH = threading.local()
 _SCRATCH_MAX_BYTES = 1 << 23
 _ARANGE: list[npt.NDArray[np.intp]] = [np.arange(1 << 16)]
@@ -117,32 +133,6 @@ def _arange(n: int) -> npt.NDArray[np.intp]:
     return _ARANGE[0][:n]
 
 
-def _token_slots(codes: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """A slot per element, equal codes equal slots, distinct codes distinct slots, without sorting.
-
-    A hash join: every element writes its code into its hash slot and reads back the code left
-    there (which writer is left does not matter); a slot whose code is the element's own is that
-    code's. Codes that lost their slot to another code (all their elements did) are few and get
-    slots past the table, numbered by a sort. Returns the slots (scratch slot 0) and the used
-    slots in increasing order (one per distinct code).
-    """
-    n = codes.size
-    bits = max(8, (n - 1).bit_length())
-    hashed = np.multiply(codes, _HASH_MULTIPLIER, out=_scratch(0, n, np.uint64))
-    hashed >>= np.uint64(64 - bits)
-    slots = hashed.view(np.intp)
-    table = _scratch(1, 1 << bits, np.uint64)
-    table.fill(_NO_CODE)
-    table[slots] = codes
-    lost = np.flatnonzero(np.not_equal(table.take(slots, out=_scratch(2, n, np.uint64), mode="clip"), codes))
-    taken = np.flatnonzero(table != _NO_CODE)
-    if lost.size:
-        distinct, inverse = np.unique(codes.take(lost), return_inverse=True)
-        slots[lost] = (1 << bits) + inverse
-        taken = np.concatenate((taken, (1 << bits) + _arange(distinct.size)))
-    return slots, taken
-
-
 _UPPER_TRIANGLES: dict[int, npt.NDArray[np.bool_]] = {}
 
 
@@ -157,12 +147,29 @@ def _upper_triangle(n: int) -> npt.NDArray[np.bool_]:
     return mask
 
 
+# --- the bitset kernel -------------------------------------------------------------------------
+#
+# Codes in the pair layout: a bigram's first code point shifted left by 11 in one 32-bit half of
+# a uint64, its second the same in the other (:func:`pair_codes`). Bits 0 to 10 and 32 to 42 are
+# zero in every code, so a hash table entry holds a code with its column number in those spare
+# bits, and one gather both checks an element's slot and gives its column.
+_SPARE_LOW = 0x7FF
+_CODE_BITS = np.uint64(~(0x7FF | (0x7FF << 32)) & (2**64 - 1))
+_EMPTY_SLOT = np.uint64(2**64 - 1)  # never a code (a code's spare bits are zero)
+# Odd 64-bit multipliers (multiplicative hashing), one per round; codes still without a column
+# after the last round are numbered by a sort.
+_MULTIPLIERS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD6E8FEB86659FD93), np.uint64(0xFF51AFD7ED558CCD))
+_TABLE_BITS = 13
+_SORT_CODES = 256  # a later round with at most this many codes sorts them instead
+# The first passages' bigrams seed the hash table and order its columns; the bigrams new in the
+# later passages (a few per cent) take the second round.
+_SEED_PASSAGES = 32
 # Candidate pairs left after the first word are counted word by word (dropping the pairs whose
 # bound fails) until this few remain or ``_BOUND_WORDS`` words are done, then over every
-# remaining word at once.
+# remaining word at once, ``_COUNT_PAIRS`` pairs at a time.
 _FEW_PAIRS = 128
 _BOUND_WORDS = 4
-_SAMPLE_PASSAGES = 64  # at most 255: the column order radix-sorts uint8 keys
+_COUNT_PAIRS = 1 << 15
 # Beyond these (pool size, distinct bigrams of the pool, bigrams of a passage) the bitsets and
 # the pair matrices outgrow the co-occurrence split of ``_shared_counts``, which takes over.
 _BITSET_MAX_PASSAGES = 2048
@@ -170,134 +177,254 @@ _BITSET_MAX_WIDTH = 4096
 _BITSET_MAX_SET = 1 << 24
 
 
-def _bitset_matches(codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
-    """Verdict matrix from exact shared counts, most pairs ruled out by an upper bound first.
+def pair_codes(points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """Every position's bigram in the pair layout, texts in turn (a per-thread buffer).
 
-    For any subset ``C`` of the bigrams, ``shared <= shared_C + min(|A| - |A_C|, |B| - |B_C|)``.
-    Columns are ordered so that the first bitset words hold the bigrams found in about half the
-    passages (the ones that tell passages apart). A pair whose bound fails the contract's rule
-    cannot match: ``2.0 * s / d >= 0.9`` holds exactly when ``20 * s >= 9 * d`` for integers
-    ``0 <= s`` and ``0 < d < 2**40`` (a quotient off 9/10 is off by at least ``1 / (10 d)``, far
-    more than the rounding; tests/stages/test_neardup.py checks every ``d`` below 2**22), so the bounds
-    are compared in integers. Pairs that survive every bound are counted over all
-    words and judged by the contract's own float expression. ``None`` when the pool has more
-    distinct bigrams than ``_BITSET_MAX_WIDTH``.
-
-    ``codes`` holds each passage's bigrams in turn, ``sizes`` how many; a passage may repeat a
-    bigram (its set is what the bitset holds, its set size the bitset's popcount).
+    ``points``/``lengths``: normalized texts as code points (:func:`normalize_entries`). A text of
+    ``m >= 2`` code points gives ``m`` codes, its last position repeating the pair before it (a
+    set ignores repeats); a one-code-point text its pair with itself; an empty text none. So text
+    ``i`` has ``lengths[i]`` codes, at its own positions.
     """
-    n = sizes.size
-    matches = np.zeros((n, n), dtype=np.bool_)
-    matches[np.diag_indices(n)] = True
-    empty = sizes == 0
-    if empty.sum() > 1:
-        matches[np.ix_(empty, empty)] = True  # both empty: the contract counts it a match
-    if n < 2 or codes.size == 0:
-        return matches
+    total = points.size
+    shifted = _scratch(15, (total + 2) // 2 * 2, np.uint32)
+    np.left_shift(points, np.uint32(11), out=shifted[:total])
+    shifted[total] = 0
+    # The uint64 at each 4-byte step of the shifted points: a code point with the next one (which
+    # half holds which depends on the byte order, the same for every code).
+    overlapping = np.ndarray((total,), dtype=np.uint64, buffer=shifted, strides=(4,))
+    codes = _scratch(16, total, np.uint64)
+    np.copyto(codes, overlapping)
+    last = np.cumsum(lengths) - 1
+    longer = last[lengths >= 2]
+    codes[longer] = codes[longer - 1]
+    single = last[lengths == 1]
+    if single.size:
+        half = points[single].astype(np.uint64) << np.uint64(11)
+        codes[single] = half | (half << np.uint64(32))
+    return codes
+
+
+def _columns(
+    codes: npt.NDArray[np.uint64],
+    seed: int,
+    sample: int,
+    first: int,
+    round_: int = 0,
+    max_bits: int = _TABLE_BITS,
+    max_width: int = _BITSET_MAX_WIDTH,
+) -> tuple[npt.NDArray[np.intp], int] | None:
+    """A column per code, ``first`` on: equal codes equal columns, distinct codes distinct ones.
+
+    A hash join: ``codes[:seed]`` write themselves into their slots, then every code reads its
+    slot back; a code that finds itself there takes that slot's column, the others (codes absent
+    from the seed, or that lost their slot to another code) take another round with another
+    multiplier, and after the last round (or when few are left) a sort. Which code keeps a
+    contested slot does not matter. With ``sample`` (the passages ``codes[:seed]`` come from),
+    the seeded columns go first to the codes found about ``sample / 2`` times, the ones that
+    tell passages apart: the order only decides how soon pairs are ruled out, never a verdict.
+    ``None`` past ``max_width`` columns in all (at most 2**22: the spare bits).
+    """
     total = codes.size
-    slots, taken = _token_slots(codes)  # scratch slot 0
-    n_tokens = taken.size
-    width = -(-n_tokens // 64) * 64
-    if width > _BITSET_MAX_WIDTH:
-        return None
-    # Columns: telling bigrams (found in about half the passages) first, as seen in the first
-    # passages; the order only decides how soon pairs are ruled out, never a verdict.
-    column = _scratch(1, int(taken[-1]) + 1, np.intp)
-    column[taken] = _arange(n_tokens)
-    sample = min(n, _SAMPLE_PASSAGES)
-    seen = column.take(slots[: int(sizes[:sample].sum())])
-    frequency = np.bincount(seen, minlength=n_tokens)
-    telling = np.abs(2 * frequency - sample).astype(np.uint8)  # 0 .. 64: a radix sort
-    column[taken.take(np.argsort(telling, kind="stable"))] = _arange(n_tokens)
-    # Flat incidence positions: row * width + column, the row offsets by a running sum.
-    flat = _scratch(3, total, np.intp)
-    flat.fill(0)
-    starts = np.cumsum(sizes)[:-1]
-    if sizes.all():
-        flat[starts] = width
+    if round_ == len(_MULTIPLIERS) or (round_ and total <= _SORT_CODES):
+        distinct, inverse = np.unique(codes, return_inverse=True)
+        if first + distinct.size > max_width:
+            return None
+        return first + inverse.astype(np.intp), int(distinct.size)
+    bits = min(max_bits, max(8, (2 * seed).bit_length()))
+    outer = round_ == 0  # the first round uses the per-thread buffers, the later ones are small
+    hashed = np.multiply(codes, _MULTIPLIERS[round_], out=_scratch(0, total, np.uint64) if outer else None)
+    hashed >>= np.uint64(64 - bits)
+    slots = hashed.view(np.intp)
+    table = _scratch(1, 1 << bits, np.uint64) if outer else np.empty(1 << bits, dtype=np.uint64)
+    table.fill(_EMPTY_SLOT)
+    table[slots[:seed]] = codes[:seed]
+    if sample:  # how often each slot was written: the slots taken, and how telling their codes are
+        frequency = np.bincount(slots[:seed], minlength=1 << bits)
+        taken = np.flatnonzero(frequency)
+        if first + taken.size > max_width:
+            return None
+        taken = taken.take(np.argsort(np.abs(2 * frequency.take(taken) - sample), kind="stable"))
     else:
-        np.add.at(flat, starts[starts < total], width)  # empty passages share a start
-    np.cumsum(flat, out=flat)
-    flat += column.take(slots, out=_scratch(2, total, np.intp), mode="clip")
+        taken = np.flatnonzero(table != _EMPTY_SLOT)
+    count = taken.size
+    if first + count > max_width:
+        return None
+    column = np.arange(first, first + count, dtype=np.uint64)
+    if first + count > _SPARE_LOW + 1:  # past 11 bits: the high part goes to bits 32 on
+        column = (column & np.uint64(_SPARE_LOW)) | ((column >> np.uint64(11)) << np.uint64(32))
+    table[taken] |= column
+    found = table.take(slots, out=_scratch(2, total, np.uint64) if outer else None, mode="clip")
+    found ^= codes  # a code's own entry leaves its column's spare bits; any other, more bits
+    if first + count <= _SPARE_LOW + 1:
+        lost = np.flatnonzero(found > np.uint64(_SPARE_LOW))
+        columns = found.view(np.intp)
+    else:
+        lost = np.flatnonzero(found & _CODE_BITS)
+        columns = ((found & np.uint64(_SPARE_LOW)) | ((found >> np.uint64(21)) & np.uint64(_SPARE_LOW << 11))).view(
+            np.intp
+        )
+    if lost.size:
+        again = _columns(codes.take(lost), lost.size, 0, first + count, round_ + 1, max_bits, max_width)
+        if again is None:
+            return None
+        columns[lost] = again[0]
+        count += again[1]
+    return columns, count
+
+
+def _trivial_pairs(n: int, sizes: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+    """The matching pairs of a pool of fewer than two passages or of empty passages only."""
+    if n < 2:
+        nothing = np.empty(0, dtype=np.intp)
+        return nothing, nothing
+    if not sizes.any():  # every passage empty: every pair matches
+        earlier, later = np.triu_indices(n, 1)
+        return earlier.astype(np.intp), later.astype(np.intp)
+    return None
+
+
+def _fits_kernel(sizes: npt.NDArray[np.int64]) -> bool:
+    return sizes.size <= _BITSET_MAX_PASSAGES and (sizes.size == 0 or int(sizes.max()) <= _BITSET_MAX_SET)
+
+
+def _bitset_pairs(
+    codes: npt.NDArray[np.uint64], sizes: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+    """:func:`_counted_pairs` of one pool given its bigrams in the pair layout (each passage's in
+    turn, repeats allowed; ``sizes`` how many). ``None`` where the kernel does not apply."""
+    if not _fits_kernel(sizes):
+        return None
+    n = sizes.size
+    trivial = _trivial_pairs(n, sizes)
+    if trivial is not None:
+        return trivial
+    sample = min(n, _SEED_PASSAGES)
+    numbered = _columns(codes, int(sizes[:sample].sum()), sample, 0)
+    return None if numbered is None else _counted_pairs(*numbered, sizes)
+
+
+def _pool_pairs(
+    points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+    """:func:`_bitset_pairs` of one pool given as normalized code points (:func:`normalize_entries`)."""
+    return _bitset_pairs(pair_codes(points, lengths), lengths) if _fits_kernel(lengths) else None
+
+
+def _bitsets(columns: npt.NDArray[np.intp], count: int, sizes: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+    """Each passage's set of columns as a bitset, ``n`` by ``ceil(count / 64)`` words (``columns``:
+    each passage's in turn, ``sizes`` how many; repeats set the same bit)."""
+    n = sizes.size
+    width = -(-count // 64) * 64
+    flat = np.repeat(_arange(n) * width, sizes)
+    flat += columns
     incidence = _scratch(4, n * width, np.bool_)
     incidence.fill(False)
     incidence[flat] = True
-    words = np.ascontiguousarray(np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64).T)
-    sizes = np.bitwise_count(words).sum(axis=0, dtype=np.int64)  # set sizes: repeats counted once
+    words: npt.NDArray[np.uint64] = np.packbits(incidence.reshape(n, width), axis=1, bitorder="little").view(np.uint64)
+    return words
+
+
+def _counted_pairs(
+    columns: npt.NDArray[np.intp], count: int, sizes: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """The matching pairs of one pool, ``(earlier, later)`` indices, from exact shared counts,
+    most pairs ruled out by an upper bound first.
+
+    ``columns``: each passage's bigrams in turn (repeats allowed) numbered ``0 .. count - 1``,
+    the ones that tell passages apart first (:func:`_columns`); ``sizes``: how many per passage.
+    Each passage becomes a bitset over the columns, its set size the popcount. For any subset
+    ``C`` of the bigrams, ``shared <= shared_C + min(|A| - |A_C|, |B| - |B_C|)``; with the telling
+    bigrams in the first 64-bit word, most pairs fail this bound after one word.
+    ``2.0 * s / d >= 0.9`` holds exactly when ``20 * s >= 9 * d`` for integers ``0 <= s`` and
+    ``0 < d < 2**40`` (a quotient off 9/10 is off by at least ``1 / (10 d)``, far more than the
+    rounding; tests/stages/test_neardup.py checks every ``d`` below 2**22), so the bounds are
+    compared in integers. Pairs that survive every bound are counted over all words and judged
+    by the contract's own float expression.
+    """
+    n = sizes.size
+    words = _bitsets(columns, count, sizes)
+    ones = np.bitwise_count(words)
+    size = ones.sum(axis=1, dtype=np.int64)  # set sizes: repeats counted once
+    kind: type[np.signedinteger[Any]] = np.int16 if int(size.max()) < 1600 else np.int32
     # Passages in order of most bigrams beyond the first word: then min(outside_i, outside_j) is
-    # outside_j for i < j, and the first bound is one comparison per pair (upper triangle).
-    kind: type[np.signedinteger[Any]] = np.int16 if int(sizes.max()) < 1600 else np.int32
-    order = np.argsort(np.bitwise_count(words[0]) - sizes, kind="stable")
-    words = words.take(order, axis=1)
-    size: npt.NDArray[np.signedinteger[Any]] = sizes.take(order).astype(kind)
-    # outside[w, i]: 20 times passage i's bigrams beyond word w; need: 9 * |A|.
-    outside: npt.NDArray[np.signedinteger[Any]] = 20 * (size - np.cumsum(np.bitwise_count(words), axis=0, dtype=kind))
-    need: npt.NDArray[np.signedinteger[Any]] = 9 * size
+    # outside_j for i < j, and the first bound is 20 * shared_C >= need_i + (need_j - outside_j).
+    order = np.argsort(ones[:, 0] - size, kind="stable")
+    words = np.ascontiguousarray(words.take(order, axis=0).T)
+    set_size: npt.NDArray[np.signedinteger[Any]] = size.take(order).astype(kind)
+    # outside[w, i]: 20 times passage i's bigrams beyond word w; need: 9 * |A|. In int16 when sets
+    # are below 1,600: 20 * shared_C + outside_i <= 20 * |A| and need_i + need_j stay below 2**15.
+    within = np.cumsum(ones[:, :_BOUND_WORDS].take(order, axis=0).T, axis=0, dtype=kind)
+    outside: npt.NDArray[np.signedinteger[Any]] = 20 * (set_size - within)
+    need: npt.NDArray[np.signedinteger[Any]] = 9 * set_size
     word = words[0]
     pair_and = np.bitwise_and(word[:, None], word[None, :], out=_scratch(5, n * n, np.uint64).reshape(n, n))
     first = np.bitwise_count(pair_and, out=_scratch(6, n * n, np.uint8).reshape(n, n))
-    bound = np.multiply(first, 20, out=_scratch(7, n * n, kind).reshape(n, n), dtype=kind)
-    other = np.add(need[:, None], need[None, :] - outside[0][None, :], out=_scratch(8, n * n, kind).reshape(n, n))
-    possible = np.greater_equal(bound, other, out=_scratch(9, n * n, np.bool_).reshape(n, n))
+    # The first bound in units of 20, each side rounded down: a pair dropped here fails the exact
+    # bound too (floor(a / 20) + floor(c / 20) <= (a + c) / 20).
+    least = np.add(
+        (need // 20)[:, None], ((need - outside[0]) // 20)[None, :], out=_scratch(8, n * n, kind).reshape(n, n)
+    )
+    possible = np.greater_equal(first, least, out=_scratch(9, n * n, np.bool_).reshape(n, n))
     possible &= _upper_triangle(n)
     pairs = np.flatnonzero(possible)
-    left, right = np.divmod(pairs, n)
+    left = pairs // n
+    right = pairs - left * n
     counted = first.reshape(-1).take(pairs).astype(np.int32)
     w = 1
     while w < min(words.shape[0], _BOUND_WORDS) and left.size > _FEW_PAIRS:
         counted += np.bitwise_count(words[w].take(left) & words[w].take(right))
-        bound = 20 * counted + np.minimum(outside[w].take(left), outside[w].take(right))
-        keep = np.flatnonzero(bound >= need.take(left) + need.take(right))
+        bounds = 20 * counted + np.minimum(outside[w].take(left), outside[w].take(right))
+        keep = np.flatnonzero(bounds >= need.take(left).astype(np.int32) + need.take(right))
         left, right, counted = left.take(keep), right.take(keep), counted.take(keep)
         w += 1
-    if left.size:
-        if w < words.shape[0]:
-            rest = words[w:]
-            both = np.bitwise_and(rest.take(left, axis=1), rest.take(right, axis=1))
-            counted = counted + np.bitwise_count(both).sum(axis=0, dtype=np.int32)
-        denom = size.take(left).astype(np.float64) + size.take(right)
-        with np.errstate(divide="ignore", invalid="ignore"):  # two empty sets: already a match
-            verdict = 2.0 * counted / denom >= NEAR_DUPLICATE_DICE_THRESHOLD
-        left, right = order.take(left[verdict]), order.take(right[verdict])
-        matches[left, right] = True
-        matches[right, left] = True
+    if w < words.shape[0]:
+        rest = words[w:]
+        for lo in range(0, left.size, _COUNT_PAIRS):
+            part = slice(lo, lo + _COUNT_PAIRS)
+            both = np.bitwise_and(rest.take(left[part], axis=1), rest.take(right[part], axis=1))
+            counted[part] += np.bitwise_count(both).sum(axis=0, dtype=np.int32)
+    denom = set_size.take(left).astype(np.float64) + set_size.take(right)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        verdict = (2.0 * counted / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
+    one, another = order.take(left[verdict]), order.take(right[verdict])
+    return np.minimum(one, another), np.maximum(one, another)
+
+
+def _pair_matrix(n: int, earlier: npt.NDArray[np.intp], later: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """The symmetric verdict matrix of matching pairs (diagonal True)."""
+    matches = np.zeros((n, n), dtype=np.bool_)
+    matches[np.diag_indices(n)] = True
+    matches[earlier, later] = True
+    matches[later, earlier] = True
     return matches
+
+
+def _code_points(normalized: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.int64]]:
+    """Normalized texts as :func:`normalize_entries` gives them: code points in turn, lengths."""
+    points = np.frombuffer("".join(normalized).encode("utf-32-le"), dtype=np.uint32)
+    return points, np.fromiter(map(len, normalized), dtype=np.int64, count=len(normalized))
+
+
+def _texts(points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64]) -> list[str]:
+    """The texts back from code points and lengths."""
+    joined = points.tobytes().decode("utf-32-le")
+    ends = np.cumsum(lengths).tolist()
+    return [joined[end - length : end] for end, length in zip(ends, lengths.tolist(), strict=True)]
 
 
 def pool_matches(normalized: Sequence[str]) -> npt.NDArray[np.bool_]:
     """:func:`dice_matches` of one pool's normalized texts, the bigrams taken all at once.
 
-    No per-text set: every text's bigrams (repeats included) go to the bitset kernel, which
-    keeps sets. Falls back to :func:`dice_matches` over :func:`bigram_codes` where the kernel does
-    not apply (a pool too large or too varied for bitsets); that fallback holds ``n x n``
-    matrices, so the pipeline walks such pools with :func:`blocked_walk` instead (:func:`pool_walk`).
+    No per-text set: every text's bigrams (repeats included, :func:`pair_codes`) go to the
+    bitset kernel, which keeps sets. Falls back to :func:`dice_matches` over :func:`bigram_codes`
+    where the kernel does not apply (a pool too large or too varied for bitsets); that fallback
+    holds ``n x n`` matrices, so the pipeline walks such pools with :func:`blocked_walk` instead
+    (:func:`code_point_walk`).
     """
-    verdicts = _pool_bitset_matches(normalized)
-    if verdicts is not None:
-        return verdicts
+    pairs = _pool_pairs(*_code_points(normalized))
+    if pairs is not None:
+        return _pair_matrix(len(normalized), *pairs)
     return dice_matches([bigram_codes(text) for text in normalized])
-
-
-def _pool_bitset_matches(normalized: Sequence[str]) -> npt.NDArray[np.bool_] | None:
-    """The bitset kernel's verdict matrix of one pool, or None where it does not apply."""
-    n = len(normalized)
-    lengths = np.fromiter(map(len, normalized), dtype=np.int64, count=n)
-    counts = np.maximum(lengths - 1, 0) + (lengths == 1)  # a one-code-point text: one pair with itself
-    if not (0 < n <= _BITSET_MAX_PASSAGES and counts.max() <= _BITSET_MAX_SET):
-        return None
-    total = int(lengths.sum())
-    points = _scratch(11, total, np.uint64)  # reused buffers: fresh pages cost as much as the work
-    points[:] = np.frombuffer("".join(normalized).encode("utf-32-le"), dtype=np.uint32)
-    pairs = np.left_shift(points, np.uint64(21), out=_scratch(12, total, np.uint64))
-    pairs[:-1] |= points[1:]
-    starts = np.cumsum(lengths) - lengths
-    single = starts[lengths == 1]
-    pairs[single] = (points[single] << np.uint64(21)) | points[single]
-    keep = _scratch(13, total, np.bool_)
-    keep.fill(True)
-    keep[(starts + lengths - 1)[lengths > 1]] = False  # a text's last code point starts no pair
-    codes = np.compress(keep, pairs, out=_scratch(14, int(counts.sum()), np.uint64))
-    return _bitset_matches(codes, counts)
 
 
 PairTest = Callable[[int, int], bool]
@@ -305,13 +432,45 @@ PairTest = Callable[[int, int], bool]
 is a near-duplicate only if the contract's rule holds *and* this returns True."""
 
 
+def code_point_walk(
+    points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], also: PairTest | None = None
+) -> npt.NDArray[np.int64]:
+    """The survivor walk of one pool given as normalized code points (:func:`normalize_entries`):
+    ``-1`` if kept, else the index of the first kept match, as :func:`survivor_walk` over the
+    verdict matrix.
+
+    The bitset kernel's matching pairs where it applies (at most 2,048 passages, 4,096 distinct
+    bigrams), walked in order without a matrix; else :func:`blocked_walk` (no ``n x n`` matrix).
+    """
+    return _walk(points, lengths, also, None)
+
+
+def _walk(
+    points: npt.NDArray[np.uint32],
+    lengths: npt.NDArray[np.int64],
+    also: PairTest | None,
+    normalized: Sequence[str] | None,
+) -> npt.NDArray[np.int64]:
+    n = lengths.size
+    pairs = _pool_pairs(points, lengths)
+    if pairs is None:
+        return blocked_walk(_texts(points, lengths) if normalized is None else normalized, also)
+    earlier, later = pairs
+    if earlier.size > 4 * n:  # many matches: the walk row by row over the matrix
+        return _survivor_walk_rows(_pair_matrix(n, earlier, later), also)
+    # Matching pairs in row order: each passage's earlier matches come after every pair of the
+    # passages before it, whose fate is therefore settled.
+    duplicate_of = [-1] * n
+    for i, j in sorted(zip(later.tolist(), earlier.tolist(), strict=True)):
+        if duplicate_of[i] < 0 and duplicate_of[j] < 0 and (also is None or also(i, j)):
+            duplicate_of[i] = j
+    return np.array(duplicate_of, dtype=np.int64)
+
+
 def pool_walk(normalized: Sequence[str], also: PairTest | None = None) -> npt.NDArray[np.int64]:
-    """:func:`survivor_walk` of one pool: the bitset kernel's matrix where it applies (at most
-    2,048 passages, 4,096 distinct bigrams), else :func:`blocked_walk` (no ``n x n`` matrix)."""
-    matches = _pool_bitset_matches(normalized) if len(normalized) <= _BITSET_MAX_PASSAGES else None
-    if matches is not None:
-        return survivor_walk(matches, also)
-    return blocked_walk(normalized, also)
+    """:func:`code_point_walk` of one pool's normalized texts."""
+    points, lengths = _code_points(normalized)
+    return _walk(points, lengths, also, normalized)
 
 
 # Memory bounds of :func:`blocked_walk`: the dense incidence matrix (float32, passages x the
@@ -515,9 +674,15 @@ def batch_bigram_codes(normalized: Sequence[str]) -> tuple[npt.NDArray[np.int64]
 
     Same sets as :func:`bigram_codes` per text (rows index ``normalized``; fewer than 2**22 rows).
     """
-    n = len(normalized)
-    lengths = np.fromiter(map(len, normalized), dtype=np.int64, count=n)
-    points = np.frombuffer("".join(normalized).encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    return _batch_bigram_codes(*_code_points(normalized))
+
+
+def _batch_bigram_codes(
+    points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint64]]:
+    """:func:`batch_bigram_codes` of texts given as code points and lengths."""
+    n = lengths.size
+    points = points.astype(np.uint64)
     owner = np.repeat(np.arange(n, dtype=np.uint64), lengths)
     inside = owner[1:] == owner[:-1]
     pair_rows = owner[:-1][inside]
@@ -536,34 +701,47 @@ def batch_bigram_codes(normalized: Sequence[str]) -> tuple[npt.NDArray[np.int64]
 
 
 def _batched_small_pools(
-    pool: npt.NDArray[np.int64],
-    local: npt.NDArray[np.int64],
-    sizes: npt.NDArray[np.int64],
-    rows: npt.NDArray[np.int64],
-    codes: npt.NDArray[np.uint64],
-    width: int,
+    points: npt.NDArray[np.uint32], lengths: npt.NDArray[np.int64], pool_lengths: npt.NDArray[np.int64]
 ) -> npt.NDArray[np.int64]:
-    """Survivor walks of many small pools at once; ``-1`` or the duplicated passage's local index.
+    """Survivor walks of many small pools at once; ``-1`` or the duplicated passage's index in its pool.
 
-    ``pool``/``local``/``sizes`` are per passage (its pool, its position there, its set size);
-    ``rows``/``codes`` the distinct bigrams of those passages. Pools are padded to ``width``.
+    ``points``/``lengths``: the passages' normalized code points (:func:`normalize_entries`), pool
+    after pool; ``pool_lengths``: passages per pool (2 to ``_SMALL_POOL``). Pools are taken in
+    chunks of about ``_CHUNK_PASSAGES`` passages, each chunk's passages bitsets over the chunk's
+    bigrams (:func:`_columns`), and every pair within a pool counted over all words; a chunk too
+    varied for bitsets is counted by co-occurrence (:func:`_cooccurrence_shared`).
     """
-    n_pools = int(pool.max()) + 1
-    # Co-occurrence counting per (pool, bigram): every ordered pair of passages sharing it.
-    keys = (pool[rows].astype(np.uint64) << np.uint64(42)) | codes
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    first, left, right = _pairs_within_groups(keys, local[rows[order]])
-    owner = (keys[first] >> np.uint64(42)).astype(np.int64)
-    cells = n_pools * width * width
-    shared = np.bincount((owner * width + left) * width + right, minlength=cells).reshape(n_pools, width, width)
-    set_size = np.zeros((n_pools, width), dtype=np.float64)
-    valid = np.zeros((n_pools, width), dtype=np.bool_)
-    set_size[pool, local] = sizes
-    valid[pool, local] = True
-    denom = set_size[:, :, None] + set_size[:, None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        matches = (2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
+    n_pools = pool_lengths.size
+    width = int(pool_lengths.max())
+    pair_counts = pool_lengths * (pool_lengths - 1) // 2
+    # Every pair of every pool, (later, earlier) passage indices, pool after pool.
+    pair_pool = np.repeat(np.arange(n_pools), pair_counts)
+    offset = np.arange(int(pair_counts.sum())) - np.repeat(np.cumsum(pair_counts) - pair_counts, pair_counts)
+    later_local, earlier_local = _POOL_LATER.take(offset), _POOL_EARLIER.take(offset)
+    pool_first = np.cumsum(pool_lengths) - pool_lengths
+    later, earlier = pool_first.take(pair_pool) + later_local, pool_first.take(pair_pool) + earlier_local
+    verdict = np.zeros(later.size, dtype=np.bool_)
+    ends = np.cumsum(lengths)
+    passage_ends = np.cumsum(pool_lengths)
+    pair_ends = np.cumsum(pair_counts)
+    chunk_ends = np.unique(np.searchsorted(passage_ends, np.arange(_CHUNK_PASSAGES, passage_ends[-1], _CHUNK_PASSAGES)))
+    chunks = [(lo, hi) for lo, hi in itertools.pairwise([0, *(chunk_ends + 1).tolist(), n_pools]) if lo < hi]
+    while chunks:
+        lo, hi = chunks.pop()
+        r0, r1 = int(pool_first[lo]), int(passage_ends[hi - 1])
+        e0, e1 = int(ends[r0 - 1]) if r0 else 0, int(ends[r1 - 1])
+        q0, q1 = int(pair_ends[lo - 1]) if lo else 0, int(pair_ends[hi - 1])
+        counted = _chunk_shared(points[e0:e1], lengths[r0:r1], later[q0:q1] - r0, earlier[q0:q1] - r0, hi - lo == 1)
+        if counted is None:  # too many distinct bigrams for one chunk's bitsets: halves
+            chunks += [(lo, (lo + hi) // 2), ((lo + hi) // 2, hi)]
+            continue
+        shared, size = counted
+        denom = size.take(later[q0:q1] - r0) + size.take(earlier[q0:q1] - r0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            verdict[q0:q1] = (2.0 * shared / denom >= NEAR_DUPLICATE_DICE_THRESHOLD) | (denom == 0.0)
+    matches = np.zeros((n_pools, width, width), dtype=np.bool_)
+    matches[pair_pool, later_local, earlier_local] = verdict
+    valid = np.arange(width)[None, :] < pool_lengths[:, None]
     # The contract's walk, one position at a time across every pool.
     duplicate_of = np.full((n_pools, width), -1, dtype=np.int64)
     kept = np.zeros((n_pools, width), dtype=np.bool_)
@@ -573,10 +751,70 @@ def _batched_small_pools(
         found = hits.any(axis=1)
         duplicate_of[:, position] = np.where(found, hits.argmax(axis=1), -1)
         kept[:, position] = valid[:, position] & ~found
-    return duplicate_of[pool, local]
+    return duplicate_of[valid]
+
+
+def _chunk_shared(
+    points: npt.NDArray[np.uint32],
+    lengths: npt.NDArray[np.int64],
+    later: npt.NDArray[np.int64],
+    earlier: npt.NDArray[np.int64],
+    last_resort: bool,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None:
+    """Shared bigrams of the pairs ``(later, earlier)`` of a chunk's passages, and every passage's
+    set size, from bitsets over the chunk's bigrams. ``None`` past their limits, unless
+    ``last_resort`` (one pool): then by co-occurrence counting (:func:`_cooccurrence_shared`)."""
+    n = lengths.size
+    if not lengths.any():
+        return np.zeros(later.size, dtype=np.float64), np.zeros(n, dtype=np.float64)
+    codes = pair_codes(points, lengths)
+    most = min(_CHUNK_MAX_WIDTH, max(64, _CHUNK_INCIDENCE_BYTES // n))
+    numbered = _columns(codes, codes.size, 0, 0, max_bits=_CHUNK_TABLE_BITS, max_width=most)
+    if numbered is None:
+        return _cooccurrence_shared(points, lengths, later, earlier) if last_resort else None
+    words = _bitsets(*numbered, lengths)
+    size = np.bitwise_count(words).sum(axis=1, dtype=np.int64).astype(np.float64)
+    shared = np.zeros(later.size, dtype=np.float64)
+    for lo in range(0, later.size, _COUNT_PAIRS):
+        part = slice(lo, lo + _COUNT_PAIRS)
+        both = np.bitwise_and(words.take(later[part], axis=0), words.take(earlier[part], axis=0))
+        shared[part] = np.bitwise_count(both).sum(axis=1, dtype=np.int64)
+    return shared, size
+
+
+def _cooccurrence_shared(
+    points: npt.NDArray[np.uint32],
+    lengths: npt.NDArray[np.int64],
+    later: npt.NDArray[np.int64],
+    earlier: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`_chunk_shared` by co-occurrence: every pair of passages sharing a bigram, counted
+    from the sorted distinct (passage, bigram) keys (the pairs asked lie within small pools)."""
+    rows, codes = _batch_bigram_codes(points, lengths)
+    order = np.argsort(codes, kind="stable")
+    _, left, right = _pairs_within_groups(codes.take(order), rows.take(order))
+    keep = left > right
+    key = left[keep] * lengths.size + right[keep]
+    counted, counts = np.unique(key, return_counts=True)
+    wanted = later * lengths.size + earlier
+    shared = np.zeros(wanted.size, dtype=np.float64)
+    if counted.size:
+        at = np.minimum(np.searchsorted(counted, wanted), counted.size - 1)
+        shared = np.where(counted.take(at) == wanted, counts.take(at), 0).astype(np.float64)
+    size = np.bincount(rows, minlength=lengths.size).astype(np.float64)
+    return shared, size
 
 
 _SMALL_POOL = 32
+# Pairs (later, earlier) of positions below _SMALL_POOL, by later then earlier: a pool of m
+# passages has the first m (m - 1) / 2 of them.
+_POOL_LATER, _POOL_EARLIER = np.tril_indices(_SMALL_POOL, -1)
+# Small pools are decided in chunks of about this many passages, each chunk's bitsets at most
+# _CHUNK_MAX_WIDTH bigrams wide and _CHUNK_INCIDENCE_BYTES in all (a chunk past either is halved).
+_CHUNK_PASSAGES = 512
+_CHUNK_TABLE_BITS = 15
+_CHUNK_MAX_WIDTH = 1 << 15
+_CHUNK_INCIDENCE_BYTES = 1 << 23
 # Passages per block: bounds the bigram arrays (tens of MB) and keeps packed keys below 2**22 rows.
 _MAX_ROWS = 8192
 
@@ -586,42 +824,43 @@ def duplicate_positions(
 ) -> npt.NDArray[np.int64]:
     """For passages sorted by query then fused rank: ``-1`` if kept, else the row it duplicates.
 
-    Small pools (up to 32 passages) are decided together, large ones one matrix per pool; pools
-    are taken in blocks of about ``max_rows`` passages, which bounds memory by the block and keeps
-    packed integer keys from overflowing.
+    Pools are taken in blocks of about ``max_rows`` passages (memory is bounded by the block),
+    each block normalized at once (:func:`normalize_entries`). Small pools (2 to 32 passages) are
+    decided together (:func:`_batched_small_pools`), larger ones one by one
+    (:func:`code_point_walk`).
     """
     n = len(texts)
     result = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return result
-    starts = np.flatnonzero(np.r_[True, qs[1:] != qs[:-1]])
-    lengths = np.diff(np.r_[starts, n])
-    pools_per_block = max(1, max_rows // int(lengths.max()))
-    for first in range(0, starts.size, pools_per_block):
-        b_starts, b_lengths = starts[first : first + pools_per_block], lengths[first : first + pools_per_block]
-        lo, hi = int(b_starts[0]), int(b_starts[-1] + b_lengths[-1])
-        normalized = [normalize_entry(text) for text in texts[lo:hi]]
-        small = (b_lengths >= 2) & (b_lengths <= _SMALL_POOL)
-        if small.any():
+    bounds = (np.flatnonzero(qs[1:] != qs[:-1]) + 1).tolist()
+    starts, ends = [0, *bounds], [*bounds, n]
+    pools_per_block = max(1, max_rows // max(map(operator.sub, ends, starts)))
+    for first in range(0, len(starts), pools_per_block):
+        b_starts, b_ends = starts[first : first + pools_per_block], ends[first : first + pools_per_block]
+        lo, hi = b_starts[0], b_ends[-1]
+        points, text_lengths = normalize_entries(texts[lo:hi])
+        sizes = [end - start for start, end in zip(b_starts, b_ends, strict=True)]
+        if any(2 <= size <= _SMALL_POOL for size in sizes):
+            b_lengths = np.array(sizes)
+            small = (b_lengths >= 2) & (b_lengths <= _SMALL_POOL)
             in_small = np.repeat(small, b_lengths)
-            rows, codes = batch_bigram_codes([text for text, keep in zip(normalized, in_small, strict=True) if keep])
-            pool_of = np.repeat(np.cumsum(small) - 1, b_lengths)
-            local_of = np.arange(hi - lo) - np.repeat(b_starts - lo, b_lengths)
             local_dup = _batched_small_pools(
-                pool_of[in_small],
-                local_of[in_small],
-                np.bincount(rows, minlength=int(in_small.sum())),
-                rows,
-                codes,
-                int(b_lengths[small].max()),
+                points if small.all() else points[np.repeat(in_small, text_lengths)],
+                text_lengths[in_small],
+                b_lengths[small],
             )
-            base = (np.arange(hi - lo) - local_of)[in_small]
-            result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup + lo)
-        # A large pool on its own: its bigrams need no sort (pool_matches).
-        for start, length in zip(b_starts[b_lengths > _SMALL_POOL], b_lengths[b_lengths > _SMALL_POOL], strict=True):
-            local = int(start - lo)
-            walk = pool_walk(normalized[local : local + length])
-            result[start : start + length] = np.where(walk < 0, -1, walk + start)
+            base = np.repeat(np.array(b_starts)[small], b_lengths[small])
+            result[lo:hi][in_small] = np.where(local_dup < 0, -1, base + local_dup)
+        offsets: list[int] = []
+        for start, end in zip(b_starts, b_ends, strict=True):
+            if end - start <= _SMALL_POOL:
+                continue
+            offsets = offsets or [0, *np.cumsum(text_lengths).tolist()]
+            walk = code_point_walk(points[offsets[start - lo] : offsets[end - lo]], text_lengths[start - lo : end - lo])
+            if start:
+                walk[walk >= 0] += start
+            result[start:end] = walk
     return result
 
 

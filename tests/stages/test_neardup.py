@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 import sys
 import unicodedata
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.contract.text import normalize_entry
+from assembler.contract.text import normalize_entries, normalize_entry
 from assembler.stages import neardup
 from assembler.stages.neardup import bigram_codes, dice_matches, duplicate_positions, survivor_walk
 
@@ -202,20 +203,65 @@ def test_bitset_kernel_with_many_candidate_pairs() -> None:
     assert (dice_matches(codes) == dice_matches(codes, "dense")).all()
 
 
-@pytest.mark.parametrize("multiplier", [0, 1, 3])
-def test_hash_collisions_are_settled(monkeypatch: pytest.MonkeyPatch, multiplier: int) -> None:
-    """A degenerate hash sends most codes to the same slots; the ids (and verdicts) stay exact."""
-    monkeypatch.setattr(neardup, "_HASH_MULTIPLIER", np.uint64(multiplier))
-    rng = np.random.default_rng(multiplier)
-    sets = [set(rng.choice(300, int(rng.integers(0, 120)), replace=False).tolist()) for _ in range(60)]
+@pytest.mark.parametrize("multipliers", [(0, 0, 0), (1, 1, 1), (3, 0, 1), (0, 0x9E3779B97F4A7C15, 1)])
+def test_hash_collisions_are_settled(monkeypatch: pytest.MonkeyPatch, multipliers: tuple[int, int, int]) -> None:
+    """A degenerate hash sends most codes to the same slots, round after round: every round and
+    the final sort still give one column per distinct code (and the verdicts stay exact)."""
+    monkeypatch.setattr(neardup, "_MULTIPLIERS", tuple(np.uint64(m) for m in multipliers))
+    rng = np.random.default_rng(multipliers[0])
+    sets = [set(rng.choice(600, int(rng.integers(0, 120)), replace=False).tolist()) for _ in range(60)]
     sets += [set(s) for s in sets[:20]]
     values = np.concatenate(codes_of(sets))
-    slots, taken = neardup._token_slots(values)
-    pairs = set(zip(values.tolist(), slots.tolist(), strict=True))
-    # One slot per code, one code per slot; ``taken`` lists the slots used, in order.
-    assert len(pairs) == len({v for v, _ in pairs}) == len({i for _, i in pairs}) == taken.size
-    assert taken.tolist() == sorted({i for _, i in pairs})
+    layout = neardup._pair_layout(values)
+    assert layout is not None
+    numbered = neardup._columns(layout, values.size // 3, 20, 0)
+    assert numbered is not None
+    columns, count = numbered
+    pairs = set(zip(values.tolist(), columns.tolist(), strict=True))
+    # One column per code, one code per column, the columns 0 .. count - 1.
+    assert len(pairs) == len({v for v, _ in pairs}) == len({c for _, c in pairs}) == count
+    assert {c for _, c in pairs} == set(range(count))
     assert (dice_matches(codes_of(sets)) == dice_matches(codes_of(sets), "dense")).all()
+
+
+def test_a_pool_past_2048_distinct_bigrams_keeps_the_bitset_kernel() -> None:
+    """Columns past 11 bits take the spare bits of both halves of a code; same verdicts."""
+    rng = np.random.default_rng(11)
+    sets = [set(rng.choice(3000, 300, replace=False).tolist()) for _ in range(60)]
+    sets += [s - set(sorted(s)[:10]) for s in sets[:30]]  # near-duplicates
+    sizes = np.array([len(s) for s in sets], dtype=np.int64)
+    layout = neardup._pair_layout(np.concatenate(codes_of(sets)))
+    assert layout is not None
+    numbered = neardup._columns(layout, int(sizes[:20].sum()), 20, 0)
+    assert numbered is not None and 2048 < numbered[1] <= 4096
+    assert neardup._bitset_pairs(layout, sizes) is not None
+    matrix = dice_matches(codes_of(sets))
+    assert (matrix == dice_matches(codes_of(sets), "dense")).all()
+    assert matrix[60:, :30].any()
+
+
+def test_codes_are_not_limited_to_code_points() -> None:
+    """dice_matches takes any uint64 codes: below 2**42 - 1 through the bitset kernel, others
+    (including 2**42 - 1, which would look like an empty slot) through the general path."""
+    for top in ((1 << 42) - 2, (1 << 42) - 1, 1 << 50):
+        sets = [{top, 1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 2, 3, 4, 5, 6, 7, 8, 9}, {top, 5}, {top}] * 10
+        expected = [[plain_set_match(a, b) or i == j for j, b in enumerate(sets)] for i, a in enumerate(sets)]
+        assert dice_matches(codes_of(sets)).tolist() == expected
+
+
+def test_pair_codes_hold_the_bigram_sets() -> None:
+    """Codes of one text are its bigrams (repeats aside): set sizes and every pair's shared count
+    equal those of ``bigram_codes``."""
+    texts = ["", "a", "ab", "aaaa", "abab", "ba", "日本日本語", "\U0001f600x\U0001f600", "ｱア", "a"]
+    points, lengths = normalize_entries(texts)
+    codes = neardup.pair_codes(points, lengths).copy()
+    ends = np.cumsum(lengths)
+    per_text = [set(codes[end - length : end].tolist()) for end, length in zip(ends, lengths, strict=True)]
+    plain = [set(bigram_codes(normalize_entry(t)).tolist()) for t in texts]
+    for i in range(len(texts)):
+        assert len(per_text[i]) == len(plain[i])
+        for j in range(len(texts)):
+            assert len(per_text[i] & per_text[j]) == len(plain[i] & plain[j])
 
 
 def test_lowercase_is_idempotent_per_code_point() -> None:
@@ -282,7 +328,7 @@ def test_a_pool_past_the_kernel_limit_is_walked_in_blocks_with_the_same_verdicts
     """2,100 passages (past the bitset kernel's 2,048): pool_walk takes blocked_walk, equal to the matrix walk."""
     texts = [normalize_entry(t) for t in near_identical_pool(2_100, 7)]
     expected = survivor_walk(dice_matches([bigram_codes(t) for t in texts], method="sparse"))
-    assert neardup._pool_bitset_matches(texts) is None
+    assert neardup._pool_pairs(*neardup._code_points(texts)) is None
     walk = neardup.pool_walk(texts)
     assert walk.tolist() == expected.tolist()
     assert 0 < int((walk >= 0).sum()) < len(texts)  # both verdicts occur
@@ -293,7 +339,7 @@ def test_a_wide_pool_is_walked_in_blocks_with_the_same_verdicts() -> None:
     rng = np.random.default_rng(3)
     texts = ["".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 3000, size=120)) for _ in range(60)]
     texts += [text[:-1] + "x" for text in texts[:20]]  # near-duplicates of the first twenty
-    assert neardup._pool_bitset_matches([normalize_entry(t) for t in texts]) is None
+    assert neardup._pool_pairs(*neardup._code_points([normalize_entry(t) for t in texts])) is None
     assert neardup.pool_walk([normalize_entry(t) for t in texts]).tolist() == plain_walk(texts)
 
 
@@ -334,3 +380,152 @@ def test_survivor_walk_paths_agree_with_a_pair_test(n: int, seed: int, density: 
         return bool(allowed[i, j])
 
     assert survivor_walk(matches, also).tolist() == neardup._survivor_walk_rows(matches, also).tolist()
+
+
+# --- from raw texts: duplicate_positions on pools past the small-pool batch (the bitset kernel) ---
+
+
+def filler(n: int, seed: int) -> list[str]:
+    """``n`` unrelated texts (random letters, no two alike)."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz "))
+    return ["".join(rng.choice(letters, size=int(rng.integers(30, 60)))) for _ in range(n)]
+
+
+BASE = "the brewery was founded in 1902 in iwate"
+EDGE_POOLS = {
+    "one passage": ["only"],
+    "all identical": ["same text"] * 50,
+    "all empty": [""] * 40,
+    "empty among others": ["", *filler(20, 1), "", "x", "", *filler(20, 2)],
+    "first passages empty": [""] * 40 + [*filler(10, 3), *filler(10, 3)],
+    "CJK": ["".join(chr(0x4E00 + (7 * i + k) % 500) for k in range(60)) for i in range(40)]
+    + ["".join(chr(0x4E00 + (7 * i + k) % 500) for k in range(59)) for i in range(5)],
+    "differing only in normalization": [
+        BASE,
+        *filler(35, 4),
+        BASE.upper(),
+        BASE.replace("1902", "１９０２"),
+        *("リンゴとバナナのおはなし", "りんごとばななのおはなし", "ﾘﾝｺﾞとﾊﾞﾅﾅのおはなし"),
+        *("ΟΔΟΣ ΟΔΟΣ", "οδοσ οδοσ"),
+    ],
+    "Dice exactly 0.9 and just below": ["abcdefghij", *filler(35, 5), "abcdefghijkl", "abcdefghijklm"],
+    "first kept match, not the most similar": ["abcdefghij", *filler(35, 6), "abcdefghijk", "abcdefghijk"],
+    # The contract's example (section 3): C is a duplicate of A, D matches only the dropped C.
+    "a match of a dropped passage only": [
+        "The Aomine brewery was founded in 1902 in Iwate.",
+        *filler(35, 7),
+        "The Aomine brewery was founded in 1902 in Iwate prefecture.",
+        "The Aomine brewery was founded in 1902, in Iwate prefecture.",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_POOLS))
+def test_edge_pools_from_raw_texts_equal_the_plain_walk(name: str) -> None:
+    texts = EDGE_POOLS[name]
+    walk = duplicate_positions(np.zeros(len(texts), dtype=np.int64), texts).tolist()
+    assert walk == plain_walk(texts)
+    points, lengths = normalize_entries(texts)
+    assert neardup.code_point_walk(points, lengths).tolist() == walk
+
+
+def test_the_edge_pools_exercise_what_they_name() -> None:
+    walk = {name: plain_walk(texts) for name, texts in EDGE_POOLS.items()}
+    assert walk["all identical"] == [-1] + [0] * 49  # 1,225 matching pairs: the walk row by row
+    assert walk["all empty"] == [-1] + [0] * 39
+    assert walk["differing only in normalization"][36:] == [0, 0, -1, 38, 38, -1, 41]
+    assert walk["Dice exactly 0.9 and just below"][36:] == [0, -1]
+    assert walk["first kept match, not the most similar"][36:] == [0, 0]
+    assert walk["a match of a dropped passage only"][36:] == [0, -1]
+
+
+LARGE_TEXT = st.text(alphabet=st.sampled_from("ab cd ΣσİｱアあＡ日本\u0301ﬁ…é"), max_size=24)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(LARGE_TEXT, min_size=1, max_size=12), st.integers(33, 90), st.integers(0, 2**32 - 1))
+def test_large_pools_from_raw_texts_equal_the_plain_walk(bases: list[str], n: int, seed: int) -> None:
+    """Pools past the batch of small pools, drawn around a few bases (one character changed, case
+    or width changed), Unicode that takes the string path included."""
+    rng = np.random.default_rng(seed)
+    texts = []
+    for _ in range(n):
+        text = bases[int(rng.integers(len(bases)))]
+        change = int(rng.integers(4))
+        if change == 1 and text:
+            at = int(rng.integers(len(text)))
+            text = text[:at] + "abΣア"[int(rng.integers(4))] + text[at + 1 :]
+        elif change == 2:
+            text = text.upper()
+        elif change == 3:
+            text = text.replace("a", "ａ").replace("あ", "ア")
+        texts.append(text)
+    assert duplicate_positions(np.zeros(n, dtype=np.int64), texts).tolist() == plain_walk(texts)
+
+
+# --- many small pools at once: chunks of bitsets, halved when too wide, co-occurrence last ---
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(TEXT, min_size=2, max_size=9), min_size=1, max_size=30),
+    st.sampled_from([(1, 64, 1 << 23), (7, 64, 1 << 23), (512, 1 << 15, 1 << 23), (40, 64, 64), (512, 64, 1)]),
+)
+def test_small_pools_in_chunks_equal_one_plain_walk_per_pool(
+    pools: list[list[str]], caps: tuple[int, int, int]
+) -> None:
+    """Chunks of one passage, of a few pools, of all of them; chunks too wide for their bitsets
+    (halved down to one pool, then counted by co-occurrence): the plain walk of each pool."""
+    qs = np.repeat(np.arange(len(pools)), [len(pool) for pool in pools])
+    texts = [text for pool in pools for text in pool]
+    expected: list[int] = []
+    for pool in pools:
+        expected += [-1 if j < 0 else j + len(expected) for j in plain_walk(pool)]
+    saved = neardup._CHUNK_PASSAGES, neardup._CHUNK_MAX_WIDTH, neardup._CHUNK_INCIDENCE_BYTES
+    neardup._CHUNK_PASSAGES, neardup._CHUNK_MAX_WIDTH, neardup._CHUNK_INCIDENCE_BYTES = caps
+    try:
+        assert duplicate_positions(qs, texts).tolist() == expected
+    finally:
+        neardup._CHUNK_PASSAGES, neardup._CHUNK_MAX_WIDTH, neardup._CHUNK_INCIDENCE_BYTES = saved
+
+
+@pytest.mark.parametrize(("cap", "halved", "by_cooccurrence"), [(1 << 15, True, False), (2048, True, True)])
+def test_a_chunk_of_small_pools_too_wide_for_bitsets_is_halved_then_counted_by_cooccurrence(
+    monkeypatch: pytest.MonkeyPatch, cap: int, halved: bool, by_cooccurrence: bool
+) -> None:
+    """Random CJK passages (about 4,000 distinct bigrams per pool) with planted duplicates: the
+    chunk of twelve pools is past the cap and halved; with a cap below one pool's bigrams, single
+    pools are counted by co-occurrence. The walk is the plain one either way."""
+    rng = np.random.default_rng(9)
+    pools = []
+    for _ in range(12):
+        pool = ["".join(chr(0x4E00 + int(c)) for c in rng.integers(0, 20000, size=400)) for _ in range(10)]
+        pool[5] = pool[1][:-1] + "x"
+        pool[8] = pool[5]
+        pools.append(pool)
+    monkeypatch.setattr(neardup, "_CHUNK_MAX_WIDTH", cap)
+    calls = {"chunks": 0, "too wide": 0, "co-occurrence": 0}
+    chunk_shared, cooccurrence_shared = neardup._chunk_shared, neardup._cooccurrence_shared
+
+    def counted_chunk(*args: Any) -> Any:
+        calls["chunks"] += 1
+        result = chunk_shared(*args)
+        calls["too wide"] += result is None
+        return result
+
+    def counted_cooccurrence(*args: Any) -> Any:
+        calls["co-occurrence"] += 1
+        return cooccurrence_shared(*args)
+
+    monkeypatch.setattr(neardup, "_chunk_shared", counted_chunk)
+    monkeypatch.setattr(neardup, "_cooccurrence_shared", counted_cooccurrence)
+    qs = np.repeat(np.arange(12), 10)
+    texts = [text for pool in pools for text in pool]
+    expected: list[int] = []
+    for pool in pools:
+        expected += [-1 if j < 0 else j + len(expected) for j in plain_walk(pool)]
+    walk = duplicate_positions(qs, texts).tolist()
+    assert walk == expected
+    assert walk[5] == 1 and walk[8] == 1
+    assert (calls["too wide"] > 0) is halved and (calls["co-occurrence"] > 0) is by_cooccurrence
