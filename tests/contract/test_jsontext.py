@@ -6,6 +6,7 @@ import math
 import struct
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from assembler.contract.jsontext import (
     format_f64,
     measure,
     quarters,
+    quarters_expr,
     to_f32,
     tokens_from_quarters,
 )
@@ -109,3 +111,9 @@ def test_content_metrics_match_real_json_length() -> None:
     assert measure('{"text":"hi"}') == (13, 13)
     # An escaped NUL is six ASCII characters: six bytes and six quarters.
     assert measure(escape_string("\x00")) == (8, 8)
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",))), max_size=20))
+def test_the_quarters_column_agrees_with_quarters_of_each_text(texts: list[str]) -> None:
+    frame = pl.DataFrame({"text": texts}, schema={"text": pl.String})
+    assert frame.select(quarters_expr("text")).to_series().to_list() == [quarters(text) for text in texts]
