@@ -386,9 +386,19 @@ def wire_text(kind: wire.Kind, value: pl.Expr) -> pl.Expr:
         items = value.list.eval(wire_text(kind.item, pl.element()).fill_null("null")).list.join(",")
         return pl.concat_str(pl.lit("["), items, pl.lit("]"))
     assert isinstance(kind, tuple)
-    parts = []
+    # Runs of fields always written as they are go through one JSON writer call each, so that a
+    # long text is copied as few times as possible; a leading run keeps its "{", the others
+    # start with a comma (an object whose first field may be left out loses that comma at the end).
+    parts: list[pl.Expr] = []
+    plain: list[pl.Expr] = []
     for field in kind:
         child = value.struct.field(field.name)
+        if field.emit == "always" and not _conditional(field.kind):
+            plain.append(child.alias(field.name))
+            continue
+        if plain:
+            parts.append(_members(plain, first=not parts))
+            plain = []
         keyed = pl.lit(f',"{field.name}":') + wire_text(field.kind, child).fill_null("null")
         if field.emit == "always":
             parts.append(keyed)
@@ -398,7 +408,22 @@ def wire_text(kind: wire.Kind, value: pl.Expr) -> pl.Expr:
             parts.append(pl.when(child.list.len() > 0).then(keyed).otherwise(pl.lit("")))
         else:  # if_true
             parts.append(pl.when(child.fill_null(False)).then(pl.lit(f',"{field.name}":true')).otherwise(pl.lit("")))
-    return pl.when(value.is_not_null()).then(pl.concat_str(pl.lit("{"), pl.concat_str(parts).str.slice(1), pl.lit("}")))
+    if plain:
+        parts.append(_members(plain, first=not parts))
+    opened = kind[0].emit == "always" and not _conditional(kind[0].kind)
+    text = (
+        pl.concat_str(*parts, pl.lit("}"))
+        if opened
+        else pl.concat_str(pl.lit("{"), pl.concat_str(parts).str.slice(1), pl.lit("}"))
+    )
+    return pl.when(value.is_not_null()).then(text)
+
+
+def _members(fields: list[pl.Expr], *, first: bool) -> pl.Expr:
+    """The members of an object of these fields as the JSON writer writes them, without the
+    closing brace: ``{"a":..,"b":..`` for the object's first fields, else ``,"a":..,"b":..``."""
+    members = pl.struct(fields).struct.json_encode().str.head(-1)
+    return members if first else pl.lit(",") + members.str.slice(1)
 
 
 # --- the frames ----------------------------------------------------------------------------------
