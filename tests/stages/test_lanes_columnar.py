@@ -322,3 +322,31 @@ def test_random_parquet_rows_get_the_record_paths_packages_and_errors(lines: lis
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
         return  # not representable in the Parquet form
     assert parquet_columnar(table) == parquet_record_path(table)
+
+
+COMMUNITY_HITS = [
+    {"community": "L0-1", "score": 0.5, "text": "a summary", "paragraph": 0},
+    {"community": "L0-2", "score": 0.25, "text": 'with "quotes"\n', "paragraph": 3, "level": 1, "parent": "L1-0"},
+    {"community": "L1-0", "score": 1e-7, "text": "日本語", "paragraph": 1, "concept_count": 12, "members": []},
+    {
+        "community": "L0-3",
+        "score": 0.125,
+        "text": "members",
+        "paragraph": 2,
+        "members": [{"name": "Ada", "strength": 0.75}, {"name": "Bob", "strength": 1e16}],
+        "members_truncated": True,
+    },
+    {"community": "L0-4", "score": 2.0, "text": "t", "paragraph": 4, "members_truncated": False, "level": None},
+]
+
+
+@pytest.mark.parametrize("limit", [5, 2])
+def test_community_hits_with_every_optional_field_are_taken_with_the_record_paths_frames(limit: int) -> None:
+    record = copy.deepcopy(_BASE)
+    record["request"]["include_communities"] = True
+    record["request"]["search_limit"] = limit
+    record["lanes"]["communities"] = COMMUNITY_HITS
+    lines = [json.dumps(record, ensure_ascii=False).encode()]
+    assert read_lane_lines(lines, sources=["f"], line_numbers=[1]).taken.all()
+    assert_taken_lines_match_the_record_path(lines)
+    assert columnar(lines) == record_path(lines)
