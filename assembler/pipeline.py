@@ -10,7 +10,7 @@ from typing import Any
 
 import polars as pl
 
-from assembler.contract.jsontext import quarters_expr, utf8_bytes_expr
+from assembler.contract.jsontext import quarters_of
 from assembler.contract.request import check_overrides
 from assembler.errors import InputError
 from assembler.selection import CONTRACT, Selection, SelectionInputs, SelectionPolicy, get_policy
@@ -96,15 +96,13 @@ def fuse_batch(batch: LaneBatch, reorder: Reorderer | None = None) -> FusedBatch
     locators and their measurements)."""
     records = batch.records
     fused, dedup = fuse(batch.candidates, batch.origins, batch.citations)
-    sizes = batch.citations.select(
-        utf8_bytes_expr("entry_json").alias("bytes"), quarters_expr("entry_json").alias("quarters")
-    )
+    entries = batch.citations["entry_json"]
     inputs = SelectionInputs(
         citations=batch.citations.select("q", "source", "paragraph").with_row_index("citation_id"),
         limits=[record.limits for record in records],
         tier_widths=[tier_width(record.limits.max_items) for record in records],
-        citation_bytes=sizes["bytes"].to_list(),
-        citation_quarters=sizes["quarters"].to_list(),
+        citation_bytes=entries.str.len_bytes().cast(pl.Int64).to_list(),
+        citation_quarters=quarters_of(entries).to_list(),
         reorder=reorder,
     )
     return FusedBatch(batch, fused, dedup, inputs)

@@ -14,7 +14,7 @@ from itertools import chain
 import numpy as np
 import polars as pl
 
-from assembler.contract.jsontext import escape_string, quarters_expr, utf8_bytes_expr
+from assembler.contract.jsontext import escape_string, quarters_expr, quarters_of, utf8_bytes_expr
 from assembler.stages.groups import CONTRADICTS_KEY
 
 __all__ = [
@@ -83,13 +83,14 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
         corroboration,
         contradicts,
     )
-    tail = pl.concat_str(pl.lit('"'), "kind", pl.lit('":'), "payload_json", pl.lit("}"))
+    # The unstamped item is head + ',"' + kind + '":' + payload + '}': both measurements are sums
+    # over characters, so it is measured by parts and the long payload is copied once, into the text.
+    literals = pl.lit(len(',"') + len('":') + len("}")) + pl.col("kind").str.len_bytes().cast(pl.Int64)
     return (
-        units.with_columns(_head=head, _tail=tail)
-        .with_columns(_unstamped=pl.concat_str("_head", pl.lit(","), "_tail"))
+        units.with_columns(_head=head, _payload_quarters=quarters_of(units["payload_json"]))
         .with_columns(
-            item_bytes=utf8_bytes_expr("_unstamped") + unbuilt_bytes,
-            item_quarters=quarters_expr("_unstamped") + unbuilt_quarters,
+            item_bytes=utf8_bytes_expr("_head") + literals + utf8_bytes_expr("payload_json") + unbuilt_bytes,
+            item_quarters=quarters_expr("_head") + literals + pl.col("_payload_quarters") + unbuilt_quarters,
         )
         .with_columns(
             item_json=pl.when(unbuilt)
@@ -101,12 +102,15 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
                     pl.col("item_bytes").cast(pl.String),
                     pl.lit(',"estimated_tokens":'),
                     ((pl.col("item_quarters") + 3) // 4).cast(pl.String),
-                    pl.lit(","),
-                    "_tail",
+                    pl.lit(',"'),
+                    "kind",
+                    pl.lit('":'),
+                    "payload_json",
+                    pl.lit("}"),
                 )
             )
         )
-        .drop("_head", "_tail", "_unstamped")
+        .drop("_head", "_payload_quarters")
     )
 
 

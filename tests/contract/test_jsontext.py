@@ -18,6 +18,7 @@ from assembler.contract.jsontext import (
     measure,
     quarters,
     quarters_expr,
+    quarters_of,
     to_f32,
     tokens_from_quarters,
 )
@@ -117,3 +118,9 @@ def test_content_metrics_match_real_json_length() -> None:
 def test_the_quarters_column_agrees_with_quarters_of_each_text(texts: list[str]) -> None:
     frame = pl.DataFrame({"text": texts}, schema={"text": pl.String})
     assert frame.select(quarters_expr("text")).to_series().to_list() == [quarters(text) for text in texts]
+
+
+@given(st.lists(st.none() | st.text(alphabet=st.characters(blacklist_categories=("Cs",))), max_size=20))
+def test_quarters_of_a_series_agrees_with_quarters_of_each_text(texts: list[str | None]) -> None:
+    counted = quarters_of(pl.Series(texts, dtype=pl.String)).to_list()
+    assert counted == [None if text is None else quarters(text) for text in texts]
