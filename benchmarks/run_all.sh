@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every figure of docs/performance.md, in order, into docs/perf/ (about an hour on an idle 2-core machine).
 #   bash benchmarks/run_all.sh                 # all steps
-#   bash benchmarks/run_all.sh pytest memory   # some: pytest | profile | scaling | memory | bounds | summary
+#   bash benchmarks/run_all.sh pytest memory   # some: pytest | profile | scaling | memory | bounds | versus | summary
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE, when this machine sets them, slow a current NumPy: they are
 # unset for these commands only (never for the tests or CI).
 set -euo pipefail
@@ -29,4 +29,5 @@ STEP=memory; if want "$@"; then
   run python -m benchmarks.memory --queries 100000,1000000 --chunk-sizes 2048 --keep-inputs
 fi
 STEP=bounds; if want "$@"; then run python -m benchmarks.bounds --out "$OUT/bounds.md" > /dev/null; fi
+STEP=versus; if want "$@"; then run python -m benchmarks.versus --rounds 5 --out "$OUT/versus.md" > /dev/null; fi
 STEP=summary; if want "$@"; then run python -m benchmarks.summary > /dev/null; fi

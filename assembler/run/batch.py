@@ -207,12 +207,8 @@ def _read_columns(
             overrides=overrides,
         )
         return [row[0] for row in lines], fast, lambda k: line_record(*lines[k][1:])
-    n = table.num_rows
-    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
-    numbers = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else list(range(1, n + 1))
-    record_columns = [name for name in table.column_names if name not in _SOURCE_COLUMNS]
-    check_unique_columns(record_columns, files[0] if n else "<memory>")
-    records = table.select(record_columns)
+    files, numbers = _sources(table)
+    records = _record_columns(table, files)
     fast = read_lane_rows(records, sources=files, line_numbers=numbers, overrides=overrides)
 
     def raw_of(k: int) -> RawRecord:
@@ -220,14 +216,27 @@ def _read_columns(
         value, problem = table_rows(records.slice(k, 1))[0]
         return parquet_record(files[k], numbers[k], value, problem)
 
-    return list(range(n)), fast, raw_of
+    return list(range(table.num_rows)), fast, raw_of
+
+
+def _sources(table: pa.Table) -> tuple[list[str], list[int]]:
+    """The file and line of every row (``<memory>`` rows 1, 2, ... without source columns)."""
+    n = table.num_rows
+    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
+    lines = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else list(range(1, n + 1))
+    return files, lines
+
+
+def _record_columns(table: pa.Table, files: Sequence[str]) -> pa.Table:
+    """The lane-dump columns of a Parquet-form table (refused when a name repeats)."""
+    record_columns = [name for name in table.column_names if name not in _SOURCE_COLUMNS]
+    check_unique_columns(record_columns, files[0] if files else "<memory>")
+    return table.select(record_columns)
 
 
 def _table_lines(table: pa.Table) -> Iterator[tuple[int, str, int, bytes]]:
     """``(row index, file, line, bytes)`` of every non-blank row of a ``json_line`` table."""
-    n = table.num_rows
-    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
-    lines = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else range(1, n + 1)
+    files, lines = _sources(table)
     column = table.column(JSON_LINE)
     if column.type not in _TEXT_TYPES:
         raise UsageError(f"column {JSON_LINE} must be binary or string, not {column.type}")
@@ -243,12 +252,8 @@ def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawReco
         for index, file, line, data in _table_lines(table):
             yield index, line_record(file, line, data)
         return
-    n = table.num_rows
-    files = table.column(SOURCE_FILE).to_pylist() if SOURCE_FILE in table.column_names else ["<memory>"] * n
-    lines = table.column(SOURCE_LINE).to_pylist() if SOURCE_LINE in table.column_names else range(1, n + 1)
-    record_columns = [name for name in table.column_names if name not in _SOURCE_COLUMNS]
-    check_unique_columns(record_columns, files[0] if n else "<memory>")
-    values = table_rows(table.select(record_columns))
+    files, lines = _sources(table)
+    values = table_rows(_record_columns(table, files))
     for index, (file, line, (value, problem)) in enumerate(zip(files, lines, values, strict=True)):
         yield index, parquet_record(file, line, value, problem)
 

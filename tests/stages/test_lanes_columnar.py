@@ -225,22 +225,21 @@ def test_random_valid_and_invalid_lines_get_the_record_paths_packages_and_errors
 # --- numbers and strings written by Polars' JSON writer are the contract's --------------------------
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
-def test_json_text_writes_f64_bit_patterns_as_the_contract_does(bits: list[int]) -> None:
-    values = np.array(bits, dtype=np.uint64).view(np.float64)
-    values = values[np.isfinite(values)]
-    written = pl.select(json_text(pl.lit(pl.Series(values, dtype=pl.Float64)))).to_series().to_list()
-    assert written == [format_f64(float(value)) for value in values]
+FLOAT_KINDS = {
+    "f64": (np.uint64, np.float64, pl.Float64, format_f64),
+    "f32": (np.uint32, np.float32, pl.Float32, format_f32),
+}
 
 
+@pytest.mark.parametrize("kind", FLOAT_KINDS)
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=50))
-def test_json_text_writes_f32_bit_patterns_as_the_contract_does(bits: list[int]) -> None:
-    values = np.array(bits, dtype=np.uint32).view(np.float32)
+@given(bits=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=50))
+def test_json_text_writes_float_bit_patterns_as_the_contract_does(kind: str, bits: list[int]) -> None:
+    unsigned, floating, dtype, formatter = FLOAT_KINDS[kind]
+    values = np.array([bit % (2 ** (8 * np.dtype(unsigned).itemsize)) for bit in bits], dtype=unsigned).view(floating)
     values = values[np.isfinite(values)]
-    written = pl.select(json_text(pl.lit(pl.Series(values, dtype=pl.Float32)))).to_series().to_list()
-    assert written == [format_f32(float(value)) for value in values]
+    written = pl.select(json_text(pl.lit(pl.Series(values, dtype=dtype)))).to_series().to_list()
+    assert written == [formatter(float(value)) for value in values]
 
 
 @given(st.lists(st.text(), min_size=1, max_size=20))
