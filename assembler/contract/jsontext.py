@@ -277,8 +277,10 @@ def utf8_bytes_expr(column: str) -> pl.Expr:
 
 
 def quarters_of(texts: pl.Series) -> pl.Series:
-    """Quarter-tokens of every text of a string series (null: null): :func:`quarters_expr` with
-    the non-ASCII characters counted only in the texts that have some (the count is the costly part).
+    """Quarter-tokens of every text of a string series (null: null), as :func:`quarters` counts them.
+
+    Code points come from Polars; the non-ASCII ones are counted only in the texts that have some,
+    by Python's ASCII encoder (a C loop per text, three to four times faster than a Polars regex).
 
     >>> quarters_of(pl.Series(["ab", "日本", None])).to_list()
     [2, 8, None]
@@ -287,7 +289,7 @@ def quarters_of(texts: pl.Series) -> pl.Series:
     mixed = texts.str.len_bytes().cast(pl.Int64) != chars
     if not mixed.any():
         return chars.alias(texts.name)
-    counted = texts.filter(mixed).str.replace_all(r"[\x00-\x7F]+", "").str.len_chars().cast(pl.Int64)
+    counted = [len(text) - len(text.encode("ascii", "ignore")) for text in texts.filter(mixed).to_list()]
     non_ascii = pl.zeros(len(texts), pl.Int64, eager=True).scatter(mixed.arg_true(), counted)
     return (chars + 3 * non_ascii).alias(texts.name)
 

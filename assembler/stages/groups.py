@@ -23,7 +23,7 @@ from typing import Literal
 
 import polars as pl
 
-from assembler.contract.jsontext import quarters_expr, utf8_bytes_expr
+from assembler.contract.jsontext import quarters_of, utf8_bytes_expr
 
 __all__ = ["CONTRADICTS_KEY", "group_contradictions", "materialize_contradicts"]
 
@@ -56,8 +56,9 @@ def group_contradictions(
     Everything is a group-by on the bucket key and joins on it: linear in the survivors.
     """
     bucket = ["q", "subject", "label"]
-    associations = survivors.filter(pl.col("kind") == "association").with_columns(
-        _id_bytes=utf8_bytes_expr("id_json"), _id_quarters=quarters_expr("id_json")
+    associations = survivors.filter(pl.col("kind") == "association")
+    associations = associations.with_columns(
+        _id_bytes=utf8_bytes_expr("id_json"), _id_quarters=quarters_of(associations["id_json"])
     )
     buckets = (
         associations.group_by(bucket)

@@ -14,7 +14,7 @@ from itertools import chain
 import numpy as np
 import polars as pl
 
-from assembler.contract.jsontext import escape_string, quarters_expr, quarters_of, utf8_bytes_expr
+from assembler.contract.jsontext import escape_string, quarters_of, utf8_bytes_expr
 from assembler.stages.groups import CONTRADICTS_KEY
 
 __all__ = [
@@ -87,10 +87,11 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
     # over characters, so it is measured by parts and the long payload is copied once, into the text.
     literals = pl.lit(len(',"') + len('":') + len("}")) + pl.col("kind").str.len_bytes().cast(pl.Int64)
     return (
-        units.with_columns(_head=head, _payload_quarters=quarters_of(units["payload_json"]))
+        units.with_columns(_head=head)
+        .pipe(lambda frame: frame.with_columns(_head_quarters=quarters_of(frame["_head"])))
         .with_columns(
             item_bytes=utf8_bytes_expr("_head") + literals + utf8_bytes_expr("payload_json") + unbuilt_bytes,
-            item_quarters=quarters_expr("_head") + literals + pl.col("_payload_quarters") + unbuilt_quarters,
+            item_quarters=pl.col("_head_quarters") + literals + quarters_of(units["payload_json"]) + unbuilt_quarters,
         )
         .with_columns(
             item_json=pl.when(unbuilt)
@@ -110,7 +111,7 @@ def build_items(units: pl.DataFrame) -> pl.DataFrame:
                 )
             )
         )
-        .drop("_head", "_payload_quarters")
+        .drop("_head", "_head_quarters")
     )
 
 
