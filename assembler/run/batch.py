@@ -1,9 +1,10 @@
 """The engine-agnostic entry point: an Arrow table of lane-dump rows in, Arrow tables of packages out.
 
 Every engine calls :func:`assemble_table` on one batch: the local engine (``assembler.run.local``)
-on each chunk it reads, the Ray engine (``assembler.run.ray``) inside ``map_batches``. It
-validates with :func:`assembler.stages.lanes.parse_record` (through :func:`assembler.run.records.iter_records`)
-and assembles with :func:`assembler.pipeline.assemble_records`: no stage is implemented twice.
+on each chunk it reads, the Ray engine (``assembler.run.ray``) inside ``map_batches``. It reads
+the records as columns (:mod:`assembler.stages.lanes_columnar`), hands what the columns cannot
+decide to the record rules (:func:`assembler.stages.lanes.parse_record`, through
+:func:`assembler.run.records.iter_records`) and assembles with :func:`assembler.pipeline.assemble_lanes`.
 
 An input table has one of two forms (docs/scaling.md):
 

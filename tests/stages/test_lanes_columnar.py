@@ -151,6 +151,7 @@ HANDED_BACK = {
     "lone surrogate": json.dumps({**_BASE, "context": "\ud800"}).encode(),
     "too many origins": _with(["request", "origins"], ["o"] * 1001),
     "deep nesting": _with(["extra"], json.loads("[" * 200 + "]" * 200)),
+    "a million levels in a known field": b'{"query_id":' + b"[" * 1_000_000 + b"]" * 1_000_000 + b"}",
     "not an object": b"[1, 2]",
     "null (the reader crashes on input that begins with it)": b"null",
     "null after spaces": b"  null",
