@@ -105,7 +105,7 @@ _PARSE_OPTIONS = pj.ParseOptions(explicit_schema=LANE_DUMP_ARROW, unexpected_fie
 
 @dataclass(frozen=True)
 class ColumnarLanes:
-    """The lines the columnar reader took, and their lanes.
+    """The lines (or Parquet rows) the columnar reader took, and their lanes.
 
     ``taken[i]`` says whether line ``i`` was taken; ``batch`` holds the taken lines' records and
     frames, ``q`` numbering them in line order. The other lines are for the record path.
@@ -153,7 +153,7 @@ def read_lane_rows(
         return ColumnarLanes(taken, _empty_batch())
     try:
         table.validate(full=True)  # strings that are not UTF-8
-    except (pa.ArrowInvalid, pa.ArrowException):
+    except pa.ArrowException:
         return ColumnarLanes(taken, _empty_batch())
     rows = np.arange(table.num_rows)
     taken[:] = True
