@@ -262,9 +262,12 @@ def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawReco
 def packages_table(result: BatchResult) -> pa.Table:
     """The packages of a batch as ``assembler.run.schemas.PACKAGE_SCHEMA`` rows, in input order."""
     summaries = result.summaries.drop("query_id").to_arrow()
-    columns: dict[str, Any] = {"query_id": result.query_ids, "package": result.packages}
+    columns: dict[str, Any] = {
+        "query_id": arrow_column(result.query_ids, pl.String),
+        "package": arrow_column(result.packages, pl.String),
+    }
     columns.update({name: summaries.column(name) for name in summaries.column_names})
-    return pa.table(columns, schema=PACKAGE_SCHEMA)
+    return pa.table(columns).cast(PACKAGE_SCHEMA)
 
 
 def _shown(raw: RawRecord, text_form: bool) -> str:

@@ -36,10 +36,19 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import polars as pl
 import pyarrow as pa
 
 from assembler.errors import InputError, RecordError
-from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, packages_table, record_texts, rejected_entries
+from assembler.run.batch import (
+    SOURCE_FILE,
+    SOURCE_LINE,
+    arrow_column,
+    assemble_table,
+    packages_table,
+    record_texts,
+    rejected_entries,
+)
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, package_lines
@@ -200,7 +209,7 @@ class _OrderedWriter:
         packages = result.packages
         lines = result.lines
         if not all(keep):  # a query id of an earlier chunk (rare)
-            packages = packages.filter(pa.array(keep, pa.bool_()))
+            packages = packages.filter(arrow_column(keep, pl.Boolean))
             lines = None if lines is None else [line for line, kept in zip(lines, keep, strict=True) if kept]
         if lines is None:
             self.sink.write_table(packages)
