@@ -37,11 +37,11 @@ from assembler.run.io import (
     RawRecord,
     check_unique_columns,
     is_parquet,
-    jsonl_lines,
     line_record,
     parquet_batches,
     parquet_record,
     row_text,
+    stream_lines,
     table_rows,
 )
 from assembler.run.paths import shown
@@ -340,7 +340,7 @@ def file_tables(
     numbers: list[int] = []
     lines: list[bytes] = []
     size = 0
-    for number, raw in jsonl_lines(stream):
+    for number, raw in stream_lines(stream):
         numbers.append(number + first_line - 1)
         lines.append(raw)
         size += len(raw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -10,10 +11,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from assembler.errors import UsageError
 from assembler.run.atomic import AtomicFile
-from assembler.run.io import is_parquet, read_raw
+from assembler.run.io import is_parquet, jsonl_lines, read_raw, stream_lines
 from assembler.run.schemas import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA
 
 if TYPE_CHECKING:
@@ -203,3 +206,19 @@ def test_atomic_file_failure_keeps_the_previous_destination(tmp_path: Path) -> N
 def test_atomic_file_in_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="does not exist"):
         AtomicFile(str(tmp_path / "no" / "out.jsonl"))
+
+
+@given(
+    st.lists(
+        st.sampled_from([b"a", b"{}", b" ", b"\t", b"\r", b"\n", b"\r\n", b"\x0b", b"\x0c", b"\xff"]), max_size=60
+    ),
+    st.integers(1, 9),
+)
+def test_block_reading_gives_the_line_readers_numbers_and_bytes(pieces: list[bytes], block_size: int) -> None:
+    data = b"".join(pieces)
+    assert list(stream_lines(io.BytesIO(data), block_size)) == list(jsonl_lines(io.BytesIO(data)))
+
+
+def test_a_line_longer_than_a_block_is_read_whole() -> None:
+    data = b"x" * 10_000 + b"\r\n\n  \n" + b"y" * 5
+    assert list(stream_lines(io.BytesIO(data), 64)) == [(1, b"x" * 10_000), (4, b"y" * 5)]
