@@ -6,6 +6,7 @@ writes through these: the local run, the process pool's parent and the Ray drive
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -131,9 +132,15 @@ class PackageSink:
             return
         self.writer.write_table(packages_table(result))
 
-    def write_text(self, text: str) -> None:
-        """Write JSON Lines output already rendered (the process pool's chunks)."""
-        self.out.handle.write(text)
+    def write_encoded(self, data: bytes) -> None:
+        """Write JSON Lines output already rendered and encoded as UTF-8 (the process pool's
+        chunks: the workers encode, so that the command's own serial work stays small)."""
+        handle = self.out.handle
+        if isinstance(handle, io.TextIOWrapper) and handle.encoding == "utf-8":
+            handle.flush()
+            handle.buffer.write(data)
+        else:  # a replaced standard output (captured by a test)
+            handle.write(data.decode("utf-8"))
 
     def write_table(self, packages: pa.Table) -> None:
         """Write a ``PACKAGE_SCHEMA`` table (the Ray engine's blocks)."""

@@ -147,14 +147,14 @@ class ChunkResult:
     """One chunk assembled by a worker.
 
     ``query_ids`` and ``package_rows`` (row index in the chunk) of every package in input order;
-    ``lines`` its output lines (JSON Lines) or ``None`` (Parquet); ``packages`` the
-    ``PACKAGE_SCHEMA`` table (Parquet) or only the summary columns (JSON Lines), one row per
-    package; ``rejected`` (``REJECTED_SCHEMA``) with ``rejected_rows``.
+    ``lines`` its output lines (JSON Lines, encoded as the output file is: UTF-8) or ``None``
+    (Parquet); ``packages`` the ``PACKAGE_SCHEMA`` table (Parquet) or only the summary columns
+    (JSON Lines), one row per package; ``rejected`` (``REJECTED_SCHEMA``) with ``rejected_rows``.
     """
 
     query_ids: list[str]
     package_rows: list[int]
-    lines: list[str] | None
+    lines: list[bytes] | None
     packages: pa.Table
     rejected: pa.Table
     rejected_rows: list[int]
@@ -176,7 +176,8 @@ def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
     if job.parquet:
         lines, packages = None, packages_table(batch)
     else:
-        lines, packages = package_lines(batch, job.assess), batch.summaries.drop("query_id").to_arrow()
+        lines = [line.encode("utf-8", "backslashreplace") for line in package_lines(batch, job.assess)]
+        packages = batch.summaries.drop("query_id").to_arrow()
     return ChunkResult(
         query_ids=list(batch.query_ids),
         package_rows=assembled.package_rows,
@@ -214,7 +215,7 @@ class _OrderedWriter:
         if lines is None:
             self.sink.write_table(packages)
         else:
-            self.sink.write_text("".join(lines))
+            self.sink.write_encoded(b"".join(lines))
         self.summary.add_packages(packages)
         if self.progress is not None:
             self.progress(packages.num_rows)
