@@ -3,8 +3,9 @@
 ``python -m benchmarks.float_formats --count 5000000 [--seed 0] [--chunk 500000]`` draws
 ``--count`` uniformly random 64-bit patterns viewed as f64 and as many 32-bit patterns viewed as
 f32 (NaNs with any payload, infinities, subnormals and both zeros included as they come), formats
-each chunk with ``format_f64_array``/``format_f32_array`` and with a list comprehension of
-``format_f64``/``format_f32``, and compares every text. It prints one line per kind (values
+each chunk with ``format_f64_array``/``format_f32_array``, and its finite values with
+``json_text`` (Polars' JSON writer, which writes the payload texts of the columnar reader), against
+a list comprehension of ``format_f64``/``format_f32``, and compares every text. It prints one line per kind (values
 checked, mismatches, seconds of each side) and the first mismatches as bit patterns, and exits 1
 on any mismatch. The scalar side's cache is cleared per chunk, so its time is the uncached cost.
 """
@@ -23,7 +24,7 @@ import numpy.typing as npt
 import polars as pl
 
 from assembler.contract import jsontext
-from assembler.contract.jsontext import format_f32, format_f32_array, format_f64, format_f64_array
+from assembler.contract.jsontext import format_f32, format_f32_array, format_f64, format_f64_array, json_text
 
 
 @dataclass
@@ -61,17 +62,27 @@ def _check_chunk(
                 tally.mismatches.append((f"{int(bits[i]):#x}", expected[i], got[i]))
 
 
+def _written(values: npt.NDArray[Any]) -> pl.Series:
+    """The JSON writer's text of each value (its column type kept: Float64 or Float32)."""
+    return pl.select(json_text(pl.lit(pl.Series(values)))).to_series()
+
+
 def run(count: int, seed: int, chunk: int) -> list[Tally]:
     """Check ``count`` random f64 and ``count`` random f32 bit patterns, ``chunk`` at a time."""
     rng = np.random.default_rng(seed)
     f64, f32 = Tally("f64"), Tally("f32")
+    written64, written32 = Tally("f64 JSON writer, finite"), Tally("f32 JSON writer, finite")
     for start in range(0, count, chunk):
         size = min(chunk, count - start)
         bits64 = rng.integers(0, 2**64, size, dtype=np.uint64, endpoint=False)
         _check_chunk(f64, bits64.view(np.float64), bits64, format_f64_array, format_f64)
+        finite = np.isfinite(bits64.view(np.float64))
+        _check_chunk(written64, bits64[finite].view(np.float64), bits64[finite], _written, format_f64)
         bits32 = rng.integers(0, 2**32, size, dtype=np.uint32, endpoint=False)
         _check_chunk(f32, bits32.view(np.float32), bits32, format_f32_array, format_f32)
-    return [f64, f32]
+        finite = np.isfinite(bits32.view(np.float32))
+        _check_chunk(written32, bits32[finite].view(np.float32), bits32[finite], _written, format_f32)
+    return [f64, f32, written64, written32]
 
 
 def main(argv: list[str] | None = None) -> int:

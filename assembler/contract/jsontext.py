@@ -25,6 +25,7 @@ out by ``_layout_column``, the same branches as ``_layout`` in polars expression
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ __all__ = [
     "format_f64",
     "format_f64_array",
     "json_array",
+    "json_text",
     "measure",
     "quarters",
     "quarters_expr",
@@ -49,6 +51,7 @@ __all__ = [
     "to_f32",
     "tokens_from_quarters",
     "utf8_bytes_expr",
+    "writer_agrees",
 ]
 
 # (HI, LO) decimal-exponent bounds of the positional layout (contract section 1.6).
@@ -269,6 +272,35 @@ def measure(text: str) -> tuple[int, int]:
 def tokens_from_quarters(total_quarters: int) -> int:
     """The token estimate: one ceiling over a sum of quarter-tokens."""
     return (total_quarters + 3) // 4
+
+
+def json_text(value: pl.Expr) -> pl.Expr:
+    """Polars expression: the compact JSON text of a value (null: ``null``), written by Polars'
+    JSON writer, whose string escapes and f64/f32 layout are the rules above (:func:`writer_agrees`
+    checks it once per process; the columnar reader writes its payload texts with it)."""
+    return pl.struct(value.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
+
+
+@functools.cache
+def writer_agrees() -> bool:
+    """Whether the installed Polars' JSON writer writes numbers and strings as the contract does,
+    probed once per process on the layout's edge values (every power of ten and its neighbours,
+    both signs, f64 and f32) and on every escape. If a Polars release changes its layout, the
+    columnar reader (:mod:`assembler.stages.lanes_columnar`) takes no line and everything goes
+    through the record path: slower, never wrong."""
+    tens = np.array([10.0**k for k in range(-323, 309)])
+    f64 = np.concatenate([tens, np.nextafter(tens, 0), np.nextafter(tens, np.inf), [5e-324, 2.2250738585072014e-308]])
+    f64 = np.concatenate([f64, -f64, [0.0, -0.0]])
+    with np.errstate(over="ignore"):
+        f32 = np.unique(f64.astype(np.float32))
+    f32 = f32[np.isfinite(f32)]
+    texts = [chr(code) for code in range(0x80)] + ['a"b\\c', "\u2028\u00e9\U0001f600", ""]
+    probes = (
+        (pl.Series(f64, dtype=pl.Float64), [format_f64(float(value)) for value in f64]),
+        (pl.Series(f32, dtype=pl.Float32), [format_f32(float(value)) for value in f32]),
+        (pl.Series(texts, dtype=pl.String), [escape_string(text) for text in texts]),
+    )
+    return all(pl.select(json_text(pl.lit(values))).to_series().to_list() == expected for values, expected in probes)
 
 
 def utf8_bytes_expr(column: str) -> pl.Expr:

@@ -340,6 +340,40 @@ def _with_text(record: LaneRecord, lane: str) -> Iterator[tuple[dict[str, Any], 
     return zip(record.lanes[lane] or (), record.payloads.get(lane, ()), strict=True)
 
 
+def _add_hit(
+    cols: dict[str, list[Any]],
+    q: int,
+    kind: str,
+    lane: str,
+    rank: int,
+    context: str,
+    source: str,
+    hit: dict[str, Any],
+    payload: str,
+) -> None:
+    """A passage or community hit as a candidate row, keyed by ``(context, source, paragraph)``."""
+    key = SEP.join((context, source, str(hit["paragraph"])))
+    candidate_id = kind + SEP + key
+    _append(
+        cols,
+        q=q,
+        kind=kind,
+        lane=lane,
+        lane_rank=rank,
+        canonical_key=key,
+        candidate_id=candidate_id,
+        id_json=escape_string(candidate_id),
+        source=source,
+        paragraph=hit["paragraph"],
+        weight=None,
+        subject=None,
+        label=None,
+        text=hit["text"],
+        payload_json=payload,
+        corroboration_sources_json=None,
+    )
+
+
 def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
     cols = columns.candidates
     for rank, (assoc, text) in enumerate(_with_text(record, "graph_query"), start=1):
@@ -349,48 +383,10 @@ def _add_record(columns: _Columns, q: int, record: LaneRecord) -> None:
         inner = text[text.index(_ASSOCIATION_KEY) + len(_ASSOCIATION_KEY) : -1]
         _add_association(cols, columns.origins, q, "graph_activate", rank, activation["association"], inner)
     for rank, (hit, payload) in enumerate(_with_text(record, "passages"), start=1):
-        key = SEP.join((record.context, hit["source"], str(hit["paragraph"])))
-        candidate_id = "passage" + SEP + key
-        _append(
-            cols,
-            q=q,
-            kind="passage",
-            lane=passage_lane(hit),
-            lane_rank=rank,
-            canonical_key=key,
-            candidate_id=candidate_id,
-            id_json=escape_string(candidate_id),
-            source=hit["source"],
-            paragraph=hit["paragraph"],
-            weight=None,
-            subject=None,
-            label=None,
-            text=hit["text"],
-            payload_json=payload,
-            corroboration_sources_json=None,
-        )
+        _add_hit(cols, q, "passage", passage_lane(hit), rank, record.context, hit["source"], hit, payload)
     for rank, (hit, payload) in enumerate(_with_text(record, "communities"), start=1):
         source = "community:" + hit["community"]
-        key = SEP.join((record.context, source, str(hit["paragraph"])))
-        candidate_id = "community" + SEP + key
-        _append(
-            cols,
-            q=q,
-            kind="community",
-            lane="community",
-            lane_rank=rank,
-            canonical_key=key,
-            candidate_id=candidate_id,
-            id_json=escape_string(candidate_id),
-            source=source,
-            paragraph=hit["paragraph"],
-            weight=None,
-            subject=None,
-            label=None,
-            text=hit["text"],
-            payload_json=payload,
-            corroboration_sources_json=None,
-        )
+        _add_hit(cols, q, "community", "community", rank, record.context, source, hit, payload)
     seen: set[tuple[str, int]] = set()
     for entry, text in _with_text(record, "citations"):
         locator = (entry["source"], entry["paragraph"])

@@ -17,7 +17,6 @@ frames are those :func:`~assembler.stages.lanes.build_batch` makes of it
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from assembler.contract import wire
-from assembler.contract.jsontext import escape_string, format_f32, format_f64
+from assembler.contract.jsontext import json_text, writer_agrees
 from assembler.contract.request import (
     MAX_INPUT_ITEMS,
     REQUEST_FIELDS,
@@ -54,12 +53,10 @@ __all__ = [
     "LANE_DUMP_FIELDS",
     "ColumnarLanes",
     "arrow_type",
-    "json_text",
     "polars_type",
     "read_lane_lines",
     "read_lane_rows",
     "wire_text",
-    "writer_agrees",
 ]
 
 LANE_DUMP_FIELDS: wire.Shape = (
@@ -340,34 +337,6 @@ _POLARS_SCALARS: dict[str, pl.DataType] = {
 }
 
 
-def json_text(value: pl.Expr) -> pl.Expr:
-    """Compact JSON text of a value (null: ``null``), written by Polars' JSON writer: its string
-    escapes and its f64/f32 layout are the contract's (section 1.6; checked against
-    :mod:`assembler.contract.jsontext` in tests/stages/test_lanes_columnar.py)."""
-    return pl.struct(value.alias("v")).struct.json_encode().str.slice(5).str.strip_suffix("}")
-
-
-@functools.cache
-def writer_agrees() -> bool:
-    """Whether the installed Polars' JSON writer writes numbers and strings as the contract does,
-    probed once per process on the layout's edge values (every power of ten and its neighbours,
-    both signs, f64 and f32) and on every escape. If a Polars release changes its layout, the
-    columnar reader takes no line and everything goes through the record path: slower, never wrong."""
-    tens = np.array([10.0**k for k in range(-323, 309)])
-    f64 = np.concatenate([tens, np.nextafter(tens, 0), np.nextafter(tens, np.inf), [5e-324, 2.2250738585072014e-308]])
-    f64 = np.concatenate([f64, -f64, [0.0, -0.0]])
-    with np.errstate(over="ignore"):
-        f32 = np.unique(f64.astype(np.float32))
-    f32 = f32[np.isfinite(f32)]
-    texts = [chr(code) for code in range(0x80)] + ['a"b\\c', "\u2028\u00e9\U0001f600", ""]
-    probes = (
-        (pl.Series(f64, dtype=pl.Float64), [format_f64(float(value)) for value in f64]),
-        (pl.Series(f32, dtype=pl.Float32), [format_f32(float(value)) for value in f32]),
-        (pl.Series(texts, dtype=pl.String), [escape_string(text) for text in texts]),
-    )
-    return all(pl.select(json_text(pl.lit(values))).to_series().to_list() == expected for values, expected in probes)
-
-
 def _conditional(kind: wire.Kind) -> bool:
     """Whether a kind holds a field written only when present, non-empty or true."""
     if isinstance(kind, wire.ListOf):
@@ -491,7 +460,7 @@ def _lane_batch(
             frames.append(_hits(hits.with_columns(lane_order=pl.lit(order), context=contexts.gather(hits["q"])), name))
     citations, _ = _entries(lanes.field("citations"), wire.CITATION_ENTRY)
     return LaneBatch(
-        records=_records(table, request, rows, sources, line_numbers, overrides, cuts),
+        records=_records(table, lanes, request, rows, sources, line_numbers, overrides, cuts),
         candidates=_in_order(frames, CANDIDATE_SCHEMA),
         origins=_in_order([origins], ORIGIN_SCHEMA),
         citations=_citations(citations),
@@ -637,6 +606,7 @@ def _citations(entries: pl.DataFrame) -> pl.DataFrame:
 
 def _records(
     table: pa.Table,
+    lanes: pa.StructArray,
     request: pa.StructArray,
     rows: np.ndarray,
     sources: Sequence[str],
@@ -645,7 +615,6 @@ def _records(
     cuts: np.ndarray,
 ) -> list[QueryRecord]:
     """The per-query part of each record (its request, limits and plan)."""
-    lanes = table.column("lanes").combine_chunks()
     present = [_array(pc.is_valid(lanes.field(name))) for name in LANE_NAMES]
     plans = table.column("plan_lanes").to_pylist()
     records = []

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from assembler.contract.jsontext import escape_string, format_f32, format_f64
+from assembler.contract.jsontext import escape_string, format_f32, format_f64, json_text, writer_agrees
 from assembler.errors import RecordError
 from assembler.pipeline import assemble_records
 from assembler.run.batch import JSON_LINE, assemble_table
@@ -26,7 +26,7 @@ from assembler.run.records import iter_records
 from assembler.run.schemas import LANE_DUMP_SCHEMA
 from assembler.stages import lanes_columnar
 from assembler.stages.lanes import build_batch, parse_record
-from assembler.stages.lanes_columnar import json_text, read_lane_lines, read_lane_rows, writer_agrees
+from assembler.stages.lanes_columnar import read_lane_lines, read_lane_rows
 from assembler.stages.plan import lanes_plan_text
 from tests.oracle.pools import generate_records
 
