@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+import pyarrow as pa
 
 __all__ = [
     "escape_string",
@@ -311,8 +312,10 @@ def utf8_bytes_expr(column: str) -> pl.Expr:
 def quarters_of(texts: pl.Series) -> pl.Series:
     """Quarter-tokens of every text of a string series (null: null), as :func:`quarters` counts them.
 
-    Code points come from Polars; the non-ASCII ones are counted only in the texts that have some,
-    by Python's ASCII encoder (a C loop per text, three to four times faster than a Polars regex).
+    Code points come from Polars. A non-ASCII code point is one UTF-8 lead byte (0xC0 and above),
+    so the non-ASCII ones are counted in the UTF-8 buffer of the texts that have some, with NumPy:
+    no Python string is made (a Polars regex was three to four times slower than Python's ASCII
+    encoder per text, and that ten times slower than this).
 
     >>> quarters_of(pl.Series(["ab", "日本", None])).to_list()
     [2, 8, None]
@@ -321,7 +324,15 @@ def quarters_of(texts: pl.Series) -> pl.Series:
     mixed = texts.str.len_bytes().cast(pl.Int64) != chars
     if not mixed.any():
         return chars.alias(texts.name)
-    counted = [len(text) - len(text.encode("ascii", "ignore")) for text in texts.filter(mixed).to_list()]
+    utf8 = texts.filter(mixed).to_arrow()  # large_string: int64 offsets, then the bytes
+    if isinstance(utf8, pa.ChunkedArray):
+        utf8 = utf8.combine_chunks()
+    _, offset_buffer, data_buffer = utf8.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int64, count=len(utf8) + 1, offset=utf8.offset * 8)
+    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    first, last = int(offsets[0]), int(offsets[-1])
+    leads = np.flatnonzero(data[first:last] >= 0xC0) + first
+    counted = np.diff(np.searchsorted(leads, offsets))
     non_ascii = pl.zeros(len(texts), pl.Int64, eager=True).scatter(mixed.arg_true(), counted)
     return (chars + 3 * non_ascii).alias(texts.name)
 

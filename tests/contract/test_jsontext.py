@@ -124,3 +124,16 @@ def test_the_quarters_column_agrees_with_quarters_of_each_text(texts: list[str])
 def test_quarters_of_a_series_agrees_with_quarters_of_each_text(texts: list[str | None]) -> None:
     counted = quarters_of(pl.Series(texts, dtype=pl.String)).to_list()
     assert counted == [None if text is None else quarters(text) for text in texts]
+
+
+@given(
+    st.lists(st.none() | st.text(alphabet=st.characters(blacklist_categories=("Cs",))), max_size=12),
+    st.lists(st.none() | st.text(alphabet=st.characters(blacklist_categories=("Cs",))), max_size=12),
+    st.integers(min_value=0, max_value=6),
+)
+def test_quarters_of_reads_sliced_and_chunked_series(head: list[str | None], tail: list[str | None], skip: int) -> None:
+    """The lead-byte count reads the series' UTF-8 buffer: its offset and chunks must not matter."""
+    texts = pl.concat([pl.Series(head, dtype=pl.String), pl.Series(tail, dtype=pl.String)], rechunk=False)
+    sliced = texts.slice(skip)
+    expected = [None if text is None else quarters(text) for text in (head + tail)[skip:]]
+    assert quarters_of(sliced).to_list() == expected
