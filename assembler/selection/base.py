@@ -15,8 +15,9 @@ from typing import Protocol
 import polars as pl
 
 from assembler.contract.request import Limits
+from assembler.stages import collect
 from assembler.stages.admission import admit
-from assembler.stages.diversity import tier_units
+from assembler.stages.diversity import tiered
 from assembler.stages.groups import materialize_contradicts
 from assembler.stages.package import build_items
 from assembler.stages.reorder import Reorderer, is_permutation
@@ -136,11 +137,11 @@ def admit_units(
         {"q": range(len(tier_widths)), "tier_width": tier_widths},
         schema={"q": pl.UInt32, "tier_width": pl.Int64},
     )
-    walk = (
-        tier_units(build_items(units).join(widths, on="q"))
+    walk = collect(
+        tiered(build_items(units).lazy().join(widths.lazy(), on="q"))
         .sort("q", "admission_order", "position")
         .with_columns(walk_step=pl.int_range(pl.len()).over("q").cast(pl.Int64))
-    )
+    )[0]
     outcome = admit(walk, inputs.limits, inputs.citation_bytes, inputs.citation_quarters)
     walk = walk.with_columns(
         admitted=pl.Series(outcome.admitted, dtype=pl.Boolean),
@@ -150,8 +151,9 @@ def admit_units(
     )
     walk = with_admitted_group_texts(walk)
     decisions = (
-        marked.join(
-            walk.select(
+        marked.lazy()
+        .join(
+            walk.lazy().select(
                 "q",
                 "fused_rank",
                 "position",
@@ -180,7 +182,7 @@ def admit_units(
     for q, count in group_counts.iter_rows():
         groups[q] = count
     return Selection(
-        decisions=decisions,
+        decisions=collect(decisions)[0],
         citation_ids=outcome.citation_ids,
         items_used=outcome.items_used,
         bytes_used=outcome.bytes_used,
@@ -203,11 +205,13 @@ def with_admitted_group_texts(walk: pl.DataFrame) -> pl.DataFrame:
     if admitted.height == 0:
         return walk
     texts = build_items(materialize_contradicts(admitted)).select("q", "fused_rank", "contradicts_json", "item_json")
-    return (
-        walk.join(texts, on=["q", "fused_rank"], how="left", suffix="_built", maintain_order="left")
+    built = (
+        walk.lazy()
+        .join(texts.lazy(), on=["q", "fused_rank"], how="left", suffix="_built", maintain_order="left")
         .with_columns(
             contradicts_json=pl.coalesce("contradicts_json_built", "contradicts_json"),
             item_json=pl.coalesce("item_json_built", "item_json"),
         )
         .drop("contradicts_json_built", "item_json_built")
     )
+    return collect(built)[0]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import polars as pl
 
-__all__ = ["tier_units", "tier_width"]
+from assembler.stages import collect
+
+__all__ = ["tier_units", "tier_width", "tiered"]
 
 
 def tier_width(max_items: int) -> int:
@@ -25,6 +27,11 @@ def tier_units(units: pl.DataFrame) -> pl.DataFrame:
     ``units`` needs ``q``, ``unit``, ``position``, ``source`` (primary source, null if
     unsourced) and ``tier_width``; a unit's source is that of its first member.
     """
+    return collect(tiered(units.lazy()))[0]
+
+
+def tiered(units: pl.LazyFrame) -> pl.LazyFrame:
+    """:func:`tier_units` as a lazy query, for a stage that goes on with the result."""
     heads = (
         units.sort(["q", "unit", "position"])
         .unique(subset=["q", "unit"], keep="first", maintain_order=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from assembler.stages import collect
+
 __all__ = ["RRF_K", "fuse"]
 
 RRF_K = 60.0
@@ -24,8 +26,9 @@ def fuse(candidates: pl.DataFrame, origins: pl.DataFrame, citations: pl.DataFram
     ``citation_refs_json`` (the item's ``citation_refs`` array text).
     """
     keys = ["q", "candidate_id"]
+    lanes = candidates.lazy()
     lane_best = (
-        candidates.group_by([*keys, "lane"])
+        lanes.group_by([*keys, "lane"])
         .agg(pl.col("lane_rank").min())
         .sort([*keys, "lane"])
         .with_columns(
@@ -44,9 +47,7 @@ def fuse(candidates: pl.DataFrame, origins: pl.DataFrame, citations: pl.DataFram
             lane_ranks_json=pl.concat_str(pl.lit("["), pl.col("lane_json").list.join(","), pl.lit("]")),
         )
     )
-    representatives = candidates.sort([*keys, "lane_rank", "lane"]).unique(
-        subset=keys, keep="first", maintain_order=True
-    )
+    representatives = lanes.sort([*keys, "lane_rank", "lane"]).unique(subset=keys, keep="first", maintain_order=True)
     refs = _citation_refs(origins, citations)
     fused = (
         representatives.join(scores, on=keys)
@@ -59,11 +60,12 @@ def fuse(candidates: pl.DataFrame, origins: pl.DataFrame, citations: pl.DataFram
         .with_columns(fused_rank=(pl.int_range(pl.len()).over("q") + 1).cast(pl.Int64))
     )
     dropped = (
-        candidates.group_by("q")
+        lanes.group_by("q")
         .agg(pl.len().alias("entries"), pl.col("candidate_id").n_unique().alias("distinct"))
         .select("q", (pl.col("entries") - pl.col("distinct")).cast(pl.Int64).alias("dedup_dropped"))
     )
-    return fused, dropped
+    fused_frame, dropped_frame = collect(fused, dropped)
+    return fused_frame, dropped_frame
 
 
 # Every lane name there is (graph_query, graph_activate, passage_bm25, passage_vector,
@@ -80,19 +82,22 @@ def _sequential_sums(contributions: pl.Expr) -> pl.Expr:
     return total
 
 
-def _citation_refs(origins: pl.DataFrame, citations: pl.DataFrame) -> pl.DataFrame:
+def _citation_refs(origins: pl.DataFrame, citations: pl.DataFrame) -> pl.LazyFrame:
     """Association citation refs: merged origins that resolved, in ``(source, paragraph)`` order."""
-    lookup = citations.with_row_index("citation_id").select(
-        "q",
-        "citation_id",
-        "ref_json",
-        pl.col("source").alias("ref_source"),
-        pl.col("paragraph").alias("ref_paragraph"),
+    lookup = (
+        citations.lazy()
+        .with_row_index("citation_id")
+        .select(
+            "q",
+            "citation_id",
+            "ref_json",
+            pl.col("source").alias("ref_source"),
+            pl.col("paragraph").alias("ref_paragraph"),
+        )
     )
     return (
-        origins.select(
-            "q", "candidate_id", pl.col("source").alias("ref_source"), pl.col("paragraph").alias("ref_paragraph")
-        )
+        origins.lazy()
+        .select("q", "candidate_id", pl.col("source").alias("ref_source"), pl.col("paragraph").alias("ref_paragraph"))
         .unique()
         .join(lookup, on=["q", "ref_source", "ref_paragraph"])
         .sort(["q", "candidate_id", "ref_source", "ref_paragraph"])

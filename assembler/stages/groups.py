@@ -24,6 +24,7 @@ from typing import Literal
 import polars as pl
 
 from assembler.contract.jsontext import quarters_of, utf8_bytes_expr
+from assembler.stages import collect
 
 __all__ = ["CONTRADICTS_KEY", "group_contradictions", "materialize_contradicts"]
 
@@ -56,9 +57,10 @@ def group_contradictions(
     Everything is a group-by on the bucket key and joins on it: linear in the survivors.
     """
     bucket = ["q", "subject", "label"]
-    associations = survivors.filter(pl.col("kind") == "association")
-    associations = associations.with_columns(
-        _id_bytes=utf8_bytes_expr("id_json"), _id_quarters=quarters_of(associations["id_json"])
+    associations = (
+        survivors.lazy()
+        .with_columns(_id_bytes=utf8_bytes_expr("id_json"), _id_quarters=quarters_of(survivors["id_json"]))
+        .filter(pl.col("kind") == "association")
     )
     buckets = (
         associations.group_by(bucket)
@@ -81,7 +83,8 @@ def group_contradictions(
     )
     atomic = pl.col("atomic").fill_null(False)
     units = (
-        survivors.join(buckets.drop("opposite_signs", "_sum_bytes", "_sum_quarters"), on=bucket, how="left")
+        survivors.lazy()
+        .join(buckets.drop("opposite_signs", "_sum_bytes", "_sum_quarters"), on=bucket, how="left")
         .join(measured, on=["q", "candidate_id"], how="left")
         .with_columns(
             anchor=pl.coalesce("bucket_start", "position"),
@@ -102,7 +105,8 @@ def group_contradictions(
         .drop("bucket_start", "bucket_size", "atomic", "anchor", "unit_key")
     )
     counts = groups.group_by("q").agg(pl.len().cast(pl.Int64).alias("contradiction_groups"))
-    return units, counts
+    units_frame, counts_frame = collect(units, counts)
+    return units_frame, counts_frame
 
 
 def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
@@ -115,7 +119,8 @@ def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
     from a running sum), so the work is the size of the output: no pairwise join.
     """
     members = (
-        units.filter(pl.col("contradicts_bytes").is_not_null())
+        units.lazy()
+        .filter(pl.col("contradicts_bytes").is_not_null())
         .select("q", "unit", "candidate_id", "id_json")
         .sort("q", "unit", "candidate_id")
         .with_columns(_chars=pl.col("id_json").str.len_chars().cast(pl.Int64))
@@ -138,8 +143,10 @@ def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
         )
         .select("q", "candidate_id", "contradicts_json")
     )
-    return (
-        units.join(members, on=["q", "candidate_id"], how="left", suffix="_built", maintain_order="left")
+    built = (
+        units.lazy()
+        .join(members, on=["q", "candidate_id"], how="left", suffix="_built", maintain_order="left")
         .with_columns(contradicts_json=pl.coalesce("contradicts_json_built", "contradicts_json"))
         .drop("contradicts_json_built")
     )
+    return collect(built)[0]
