@@ -14,6 +14,7 @@ from assembler.contract.jsontext import quarters_of
 from assembler.contract.request import check_overrides
 from assembler.errors import InputError
 from assembler.selection import CONTRACT, Selection, SelectionInputs, SelectionPolicy, get_policy
+from assembler.stages import collect
 from assembler.stages.diversity import tier_width
 from assembler.stages.fuse import fuse
 from assembler.stages.lanes import (
@@ -148,17 +149,18 @@ def assemble_lanes(
         cited_entries(batch.citations, selection.citation_ids),
         omitted,
     )
+    texts, ids, summaries = collect(packages, queries.select("query_id"), _summaries(queries, omitted))
     return BatchResult(
-        query_ids=queries["query_id"].to_list(),
-        packages=packages.to_list(),
+        query_ids=ids["query_id"].to_list(),
+        packages=texts["package"].to_list(),
         selection=selection.decisions,
-        summaries=_summaries(queries, omitted),
+        summaries=summaries,
     )
 
 
 def _query_frame(
     records: Sequence[QueryRecord], selection: Selection, dedup: pl.DataFrame, reranker_plans: Sequence[str]
-) -> pl.DataFrame:
+) -> pl.LazyFrame:
     """One row per query: its id and search-limit cuts, and the :data:`QUERY_SCHEMA` columns.
 
     The one per-query Python step of the package texts: a record's limits, ids and ``plan.lanes``
@@ -210,16 +212,18 @@ def _query_frame(
         },
     )
     return (
-        pl.concat([from_selection, from_records], how="horizontal")
-        .join(dedup, on="q", how="left", maintain_order="left")
+        pl.concat([from_selection.lazy(), from_records.lazy()], how="horizontal")
+        .join(dedup.lazy(), on="q", how="left", maintain_order="left")
         .with_columns(pl.col("dedup_dropped").fill_null(0))
     )
 
 
-def _summaries(queries: pl.DataFrame, omitted: pl.DataFrame) -> pl.DataFrame:
+def _summaries(queries: pl.LazyFrame, omitted: pl.DataFrame) -> pl.LazyFrame:
     """Per query: usage, omissions in total and by reason, search-limit cuts."""
-    counts = omitted.group_by("q").agg(
-        omitted_total=pl.len(), **{f"omitted_{reason}": pl.col("reason").eq(reason).sum() for reason in REASONS}
+    counts = (
+        omitted.lazy()
+        .group_by("q")
+        .agg(omitted_total=pl.len(), **{f"omitted_{reason}": pl.col("reason").eq(reason).sum() for reason in REASONS})
     )
     return queries.join(counts, on="q", how="left", maintain_order="left").select(
         "query_id",

@@ -174,6 +174,7 @@ def admit_units(
             ),
             on=["q", "fused_rank"],
             how="left",
+            maintain_order="left",
         )
         .with_columns(admitted=pl.col("admitted").fill_null(False), reason=pl.coalesce("walk_reason", "reason"))
         .drop("walk_reason")

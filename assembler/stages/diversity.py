@@ -48,4 +48,4 @@ def tiered(units: pl.LazyFrame) -> pl.LazyFrame:
         .with_columns(admission_order=pl.int_range(pl.len()).over("q").cast(pl.Int64))
         .select("q", "unit", "tier", "repeat", "admission_order")
     )
-    return units.join(ordered, on=["q", "unit"])
+    return units.join(ordered, on=["q", "unit"], maintain_order="left")

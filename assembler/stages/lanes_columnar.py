@@ -36,6 +36,7 @@ from assembler.contract.request import (
     effective_search_limit,
     resolve_limits,
 )
+from assembler.stages import collect
 from assembler.stages.lanes import (
     CANDIDATE_SCHEMA,
     CITATION_SCHEMA,
@@ -442,8 +443,8 @@ def _lane_batch(
     activated, _ = _entries(lanes.field("graph_activate"), wire.ACTIVATION)
     associations = pl.concat(
         [
-            queried.with_columns(lane_order=pl.lit(0), lane=pl.lit("graph_query")),
-            activated.with_columns(
+            queried.lazy().with_columns(lane_order=pl.lit(0), lane=pl.lit("graph_query")),
+            activated.lazy().with_columns(
                 pl.col("entry").struct.field("association").alias("entry"),
                 lane_order=pl.lit(1),
                 lane=pl.lit("graph_activate"),
@@ -457,23 +458,27 @@ def _lane_batch(
         hits, cut = _entries(lanes.field(name), LANE_SHAPES[name], limits)
         cuts += cut
         if len(hits):
-            frames.append(_hits(hits.with_columns(lane_order=pl.lit(order), context=contexts.gather(hits["q"])), name))
+            placed = hits.lazy().with_columns(lane_order=pl.lit(order), context=contexts.gather(hits["q"]))
+            frames.append(_hits(placed, name))
     citations, _ = _entries(lanes.field("citations"), wire.CITATION_ENTRY)
+    candidate_frame, origin_frame, citation_frame = collect(
+        _in_order(frames, CANDIDATE_SCHEMA), _in_order([origins], ORIGIN_SCHEMA), _citations(citations.lazy())
+    )
     return LaneBatch(
         records=_records(table, lanes, request, rows, sources, line_numbers, overrides, cuts),
-        candidates=_in_order(frames, CANDIDATE_SCHEMA),
-        origins=_in_order([origins], ORIGIN_SCHEMA),
-        citations=_citations(citations),
+        candidates=candidate_frame,
+        origins=origin_frame,
+        citations=citation_frame,
     )
 
 
-def _in_order(frames: list[pl.DataFrame], schema: Mapping[str, pl.DataType | type[pl.DataType]]) -> pl.DataFrame:
+def _in_order(frames: list[pl.LazyFrame], schema: Mapping[str, pl.DataType | type[pl.DataType]]) -> pl.LazyFrame:
     """The lanes' rows in the record path's order: by query, then lane, then rank."""
     joined = pl.concat(frames).sort("q", "lane_order", "lane_rank", maintain_order=True)
     return joined.select(list(schema)).cast(dict(schema))  # type: ignore[arg-type]
 
 
-def _associations(entries: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _associations(entries: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """Candidate rows of association entries, and their ``(source, paragraph)`` origins."""
     entries = entries.with_row_index("i")
     attribution = pl.col("attribution")
@@ -542,12 +547,12 @@ def _associations(entries: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         .select("i", "source", "paragraph")
         .unique()
         .sort("i", "source", "paragraph")
-        .join(candidates.select("i", "q", "lane_order", "lane_rank", "candidate_id"), on="i")
+        .join(candidates.select("i", "q", "lane_order", "lane_rank", "candidate_id"), on="i", maintain_order="left")
     )
     return candidates.drop("i"), found
 
 
-def _hits(entries: pl.DataFrame, lane: str) -> pl.DataFrame:
+def _hits(entries: pl.LazyFrame, lane: str) -> pl.LazyFrame:
     """Candidate rows of passage or community hits."""
     entry = pl.col("entry")
     paragraph = entry.struct.field("paragraph").cast(pl.Int64)
@@ -587,7 +592,7 @@ def _hits(entries: pl.DataFrame, lane: str) -> pl.DataFrame:
     )
 
 
-def _citations(entries: pl.DataFrame) -> pl.DataFrame:
+def _citations(entries: pl.LazyFrame) -> pl.LazyFrame:
     """One row per resolved locator per query: the first entry of a repeated locator wins."""
     entry = pl.col("entry")
     source = entry.struct.field("source")

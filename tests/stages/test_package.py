@@ -315,7 +315,7 @@ def test_admitted_items_are_listed_in_walk_order_per_query() -> None:
         decision(0, 1, 2, None),
         decision(0, 2, 1, "budget_exceeded"),
     ]
-    items = admitted_items(decisions_frame(rows))
+    items = admitted_items(decisions_frame(rows)).collect()
     assert items.rows() == [(0, "item0.3"), (0, "item0.1"), (1, "item1.1")]
 
 
@@ -328,7 +328,7 @@ def test_citations_are_listed_by_source_then_paragraph_ties_in_commit_order() ->
         }
     )
     # Paragraphs compare as numbers (10 after 2); query 1 commits nothing.
-    cited = cited_entries(citations, [[0, 1, 3, 2], [], [5, 4]])
+    cited = cited_entries(citations, [[0, 1, 3, 2], [], [5, 4]]).collect()
     assert cited.rows() == [(0, "a2-second"), (0, "a2-first"), (0, "a10"), (0, "b0"), (2, "a2-other-query"), (2, "c1")]
 
 
@@ -409,7 +409,7 @@ def render(queries: Sequence[Query]) -> list[str]:
         schema={"q": pl.UInt32, "reason": pl.String, "entry_json": pl.String},
         orient="row",
     )
-    texts = package_texts(frame, items, citations, omitted)
+    texts = package_texts(frame.lazy(), items.lazy(), citations.lazy(), omitted).collect()["package"]
     assert texts.dtype == pl.String and texts.len() == len(queries)
     return texts.to_list()
 
