@@ -28,6 +28,7 @@ import numpy.typing as npt
 import polars as pl
 
 from assembler.contract.text import normalize_entries, normalize_entry
+from assembler.stages import collect
 
 __all__ = [
     "NEAR_DUPLICATE_DICE_THRESHOLD",
@@ -875,17 +876,18 @@ def suppress(fused: pl.DataFrame, rule: PositionRule = duplicate_positions) -> p
     ``duplicate_of_json`` (its JSON string). Passages are compared in ``fused_rank`` order, by the
     contract's rule unless a policy passes its own ``rule``.
     """
-    passages = (
-        fused.filter(pl.col("kind") == "passage")
+    [passages] = collect(
+        fused.lazy()
+        .filter(pl.col("kind") == "passage")
         .select("q", "fused_rank", "candidate_id", "id_json", "text")
         .sort("q", "fused_rank")
     )
     rows = rule(passages["q"].cast(pl.Int64).to_numpy(), passages["text"].to_list())
     target = pl.Series("target", rows).replace(-1, None)
-    verdicts = passages.select(
+    verdicts = passages.lazy().select(
         "q",
         "fused_rank",
         pl.col("candidate_id").gather(target).alias("duplicate_of"),
         pl.col("id_json").gather(target).alias("duplicate_of_json"),
     )
-    return fused.join(verdicts, on=["q", "fused_rank"], how="left", maintain_order="left")
+    return collect(fused.lazy().join(verdicts, on=["q", "fused_rank"], how="left", maintain_order="left"))[0]
