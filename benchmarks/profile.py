@@ -48,12 +48,15 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         (("group_contradictions", "stages/groups.py"), ("survivor_positions", "selection/base.py")),
     ),
     ("selection: item texts and sizes (`build_items`)", (("build_items", "stages/package.py"),)),
-    ("selection: diversity tiers (`tier_units`)", (("tier_units", "stages/diversity.py"),)),
-    ("selection: admission walk (`admit`)", (("admit", "stages/admission.py"),)),
-    ("selection: other (joins, decision frame, group texts)", (("select", "selection/contract.py"),)),
     (
-        "package texts (`_query_frame`, `omitted_entries`, `admitted_items`, `cited_entries`, `package_texts`,"
-        " `_summaries`)",
+        "selection: diversity tiers and the decision frame (`admit_units`: a lazy query each)",
+        (("admit_units", "selection/base.py"), ("tier_units", "stages/diversity.py")),
+    ),
+    ("selection: admission walk (`admit`)", (("admit", "stages/admission.py"),)),
+    ("selection: other (marking, survivors, group texts)", (("select", "selection/contract.py"),)),
+    (
+        "package texts: omissions and the query's parts (`_query_frame`, `omitted_entries`, `admitted_items`,"
+        " `cited_entries`, `package_texts`, `_summaries`)",
         (
             ("_query_frame", "pipeline.py"),
             ("omitted_entries", "stages/package.py"),
@@ -63,7 +66,10 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
             ("_summaries", "pipeline.py"),
         ),
     ),
-    ("`assemble_lanes`: other (package texts to Python strings)", (("assemble_lanes", "pipeline.py"),)),
+    (
+        "package texts: the query run, texts to Python strings (`assemble_lanes`, other)",
+        (("assemble_lanes", "pipeline.py"),),
+    ),
     ("output writing (`PackageSink.write`)", (("write", "run/outputs.py"),)),
 )
 
