@@ -17,6 +17,7 @@ frames are those :func:`~assembler.stages.lanes.build_batch` makes of it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -285,9 +286,22 @@ def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:
     return bits[offset : offset + n].astype(bool)
 
 
+@functools.cache
+def _checked(kind: wire.Kind) -> bool:
+    """Whether a value of this kind can break a rule :func:`_kind_breaks` checks (a string or an
+    integer alone cannot: the reader checks those)."""
+    if isinstance(kind, wire.ListOf):
+        return True  # null elements
+    if isinstance(kind, tuple):
+        return any(field.required or _checked(field.kind) for field in kind)
+    return kind in ("f64", "f32")
+
+
 def _kind_breaks(kind: wire.Kind, values: pa.Array) -> np.ndarray:
     """Per element of ``values`` (null elements never break): a rule the reader does not check."""
     n = len(values)
+    if not _checked(kind):
+        return np.zeros(n, dtype=bool)
     if isinstance(kind, wire.ListOf):
         flat = pc.list_flatten(values)
         if len(flat) == 0:
@@ -387,6 +401,13 @@ def wire_text(kind: wire.Kind, value: pl.Expr) -> pl.Expr:
         else pl.concat_str(pl.lit("{"), pl.concat_str(parts).str.slice(1), pl.lit("}"))
     )
     return pl.when(value.is_not_null()).then(text)
+
+
+@functools.cache
+def _entry_text(kind: wire.Kind) -> pl.Expr:
+    """:func:`wire_text` of the ``entry`` column, built once per kind (a hit's expression takes
+    a fraction of a millisecond to build, and a chunk needs it again)."""
+    return wire_text(kind, pl.col("entry"))
 
 
 def _members(fields: list[pl.Expr], *, first: bool) -> pl.Expr:
@@ -538,7 +559,7 @@ def _associations(entries: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
             subject=subject,
             label=label,
             text=pl.concat_str(subject, label, obj, separator=" "),
-            payload_json=wire_text(wire.ASSOCIATION, entry),
+            payload_json=_entry_text(wire.ASSOCIATION),
             corroboration_sources_json=pl.when(pl.col("quoted").is_not_null()).then("[" + pl.col("quoted") + "]"),
         )
     )
@@ -587,7 +608,7 @@ def _hits(entries: pl.LazyFrame, lane: str) -> pl.LazyFrame:
         subject=pl.lit(None, dtype=pl.String),
         label=pl.lit(None, dtype=pl.String),
         text=entry.struct.field("text"),
-        payload_json=wire_text(shape, entry),
+        payload_json=_entry_text(shape),
         corroboration_sources_json=pl.lit(None, dtype=pl.String),
     )
 
@@ -603,7 +624,7 @@ def _citations(entries: pl.LazyFrame) -> pl.LazyFrame:
         source=source,
         paragraph=paragraph,
         ref_json=ref + pl.lit("}"),
-        entry_json=wire_text(wire.CITATION_ENTRY, entry),
+        entry_json=_entry_text(wire.CITATION_ENTRY),
     )
     unique = frame.unique(["q", "source", "paragraph"], keep="first", maintain_order=True)
     return unique.cast(dict(CITATION_SCHEMA))  # type: ignore[arg-type]
