@@ -2,6 +2,7 @@
 
     python -m benchmarks.versus                      # against 3c8c4aa: typical 2,000 and worst 100 queries
     python -m benchmarks.versus --commit HEAD~5 --typical 500 --worst 20 --rounds 3
+    python -m benchmarks.versus --commit 0ab012b --typical 200 --worst 0 --chunk-size 5   # fixed cost per chunk
 
 The older commit is checked out into a git worktree on the scratch directory
 (``/tmp/assembler-bench``, or ``ASSEMBLER_BENCH_DIR``); both trees run with this interpreter, each
@@ -44,10 +45,12 @@ _STEADY = textwrap.dedent(
     if importlib.util.find_spec("assembler.run") and __import__("os").path.isdir(assembler.__path__[0] + "/run"):
         from assembler.run.local import run_assembly
         from assembler.run.options import RunOptions
-        def once(): run_assembly(sys.argv[1], sys.argv[2], RunOptions(workers=1))
+        options = RunOptions(workers=1, **({"chunk_size": int(sys.argv[3])} if sys.argv[3:] else {}))
+        def once(): run_assembly(sys.argv[1], sys.argv[2], options)
     else:  # the layout before assembler/run/
         from assembler.stream import run_assembly
-        def once(): run_assembly([sys.argv[1]], sys.argv[2], workers=1)
+        sized = {"chunk_size": int(sys.argv[3])} if sys.argv[3:] else {}
+        def once(): run_assembly([sys.argv[1]], sys.argv[2], workers=1, **sized)
     once()
     start = time.process_time()
     once()
@@ -80,9 +83,10 @@ def _child_cpu(command: Sequence[str], tree: Path) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def _steady(tree: Path, source: Path, output: Path) -> float:
+def _steady(tree: Path, source: Path, output: Path, chunk_size: int | None) -> float:
+    sized = [] if chunk_size is None else [str(chunk_size)]
     result = subprocess.run(
-        [sys.executable, "-c", _STEADY, str(source), str(output)],
+        [sys.executable, "-c", _STEADY, str(source), str(output), *sized],
         env=_environment(tree),
         cwd=tree,  # "-c" and "-m" put the working folder first on the path
         check=True,
@@ -92,19 +96,22 @@ def _steady(tree: Path, source: Path, output: Path) -> float:
     return float(result.stdout.strip().splitlines()[-1])
 
 
-def _whole(tree: Path, source: Path, output: Path) -> float:
+def _whole(tree: Path, source: Path, output: Path, chunk_size: int | None) -> float:
     command = [sys.executable, "-m", "assembler", "assemble", str(source), "-o", str(output), "-q", "--workers", "1"]
-    return _child_cpu(command, tree)
+    sized = [] if chunk_size is None else ["--chunk-size", str(chunk_size)]
+    return _child_cpu([*command, *sized], tree)
 
 
-def compare(name: str, source: Path, queries: int, trees: dict[str, Path], rounds: int) -> list[str]:
+def compare(
+    name: str, source: Path, queries: int, trees: dict[str, Path], rounds: int, chunk_size: int | None = None
+) -> list[str]:
     """Table rows for one input: per tree, steady and whole CPU ms per query, and the ratios."""
     figures: dict[str, dict[str, list[float]]] = {label: {"steady": [], "whole": []} for label in trees}
     outputs = {label: SCRATCH / f"versus-{name}-{label}.jsonl" for label in trees}
     for _ in range(rounds):
         for label, tree in trees.items():
-            figures[label]["steady"].append(_steady(tree, source, outputs[label]) / queries * 1000)
-            figures[label]["whole"].append(_whole(tree, source, outputs[label]) / queries * 1000)
+            figures[label]["steady"].append(_steady(tree, source, outputs[label], chunk_size) / queries * 1000)
+            figures[label]["whole"].append(_whole(tree, source, outputs[label], chunk_size) / queries * 1000)
     labels = list(trees)
     if not same_bytes(outputs[labels[0]], outputs[labels[1]]):
         raise SystemExit(f"{name}: the two trees' outputs differ")
@@ -121,16 +128,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--typical", type=int, default=2000, help="typical-profile queries (default 2000)")
     parser.add_argument("--worst", type=int, default=100, help="worst-case queries, 200 passages (default 100)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per input (default 3)")
+    parser.add_argument(
+        "--chunk-size", type=int, help="queries per chunk in both trees (default: each tree's own default)"
+    )
     parser.add_argument("--out", type=Path, help="write the table here (markdown)")
     args = parser.parse_args(argv)
     SCRATCH.mkdir(parents=True, exist_ok=True)
     trees = {"this tree": ROOT, args.commit: _tree(args.commit)}
     rows = []
     for name, count in (("typical", args.typical), ("worst", args.worst)):
+        if count == 0:
+            continue
         source = SCRATCH / f"versus-{name}-{count}.jsonl"
         if not source.exists():
             write_jsonl(generate_records(count, seed=7, profile=name), source)
-        rows += compare(name, source, count, trees, args.rounds)
+        rows += compare(name, source, count, trees, args.rounds, args.chunk_size)
     command = "python -m benchmarks.versus" + "".join(f" {arg}" for arg in (argv if argv is not None else sys.argv[1:]))
     table = [
         "<!-- written by benchmarks/versus.py; do not edit by hand -->",

@@ -15,5 +15,10 @@ def collect(*queries: pl.LazyFrame) -> list[pl.DataFrame]:
     query of its own, 0.1 to 0.3 ms whatever the rows, and on chunks of a few hundred queries those
     fixed costs were a third of a run (docs/performance.md, "Columnar end to end"). The in-memory
     engine: the default one costs about three times as much to start on frames this small.
+
+    >>> ranked = pl.LazyFrame({"q": [1, 0, 1], "rank": [2, 1, 1]}).sort("q", "rank")
+    >>> [frame] = collect(ranked)
+    >>> frame.rows()
+    [(0, 1), (1, 1), (1, 2)]
     """
     return pl.collect_all(queries, engine="in-memory")
