@@ -182,6 +182,12 @@ def test_every_input_row_and_column_is_kept() -> None:
     assert tiered.sort("position").select(frame.columns).equals(frame)
 
 
+def test_rows_come_back_in_the_order_they_came_in() -> None:
+    """The tiers join back onto the units keeping their row order (a lazy join need not keep it)."""
+    frame = units_frame([(0, 2, [["a", "b"], ["c"], ["a"]]), (1, 1, [["d"], ["d"]])]).reverse()
+    assert tier_units(frame).select(frame.columns).equals(frame)
+
+
 def test_an_empty_frame_stays_empty() -> None:
     tiered = tier_units(units_frame([]))
     assert tiered.height == 0

@@ -350,3 +350,16 @@ def test_community_hits_with_every_optional_field_are_taken_with_the_record_path
     assert read_lane_lines(lines, sources=["f"], line_numbers=[1]).taken.all()
     assert_taken_lines_match_the_record_path(lines)
     assert columnar(lines) == record_path(lines)
+
+
+def test_column_checks_skip_only_kinds_that_cannot_break_a_rule() -> None:
+    """Strings and integers alone are the reader's to check; a float, a list (null elements) or a
+    required field can break a rule of the column checks, and so can anything holding one."""
+    from assembler.contract import wire
+
+    checked = lanes_columnar._checked
+    assert not checked("str") and not checked("u32") and not checked("bool")
+    assert checked("f64") and checked("f32")
+    assert checked(wire.ListOf("str"))
+    assert checked(wire.ASSOCIATION) and checked(wire.PASSAGE_HIT) and checked(wire.CITATION_ENTRY)
+    assert checked(lanes_columnar.LANE_DUMP_FIELDS)
