@@ -70,20 +70,11 @@ def _f32_from_bits(bits: list[int]) -> npt.NDArray[np.float32]:
     return np.array(bits, dtype=np.uint32).view(np.float32)
 
 
-def _assert_f64_columns_agree(values: npt.NDArray[np.float64]) -> None:
-    expected = [format_f64(value) for value in values.tolist()]
-    got = format_f64_array(values).to_list()
-    wrong = [
-        (value.hex(), want, have)
-        for value, want, have in zip(values.tolist(), expected, got, strict=True)
-        if want != have
-    ]
-    assert not wrong, wrong[:10]
-
-
-def _assert_f32_columns_agree(values: npt.NDArray[np.float32]) -> None:
-    expected = [format_f32(value) for value in values.tolist()]
-    got = format_f32_array(values).to_list()
+def _assert_columns_agree(values: npt.NDArray[np.floating[Any]]) -> None:
+    """The column formatter of the values' kind (f64 or f32) writes what the scalar one writes."""
+    one, column = (format_f32, format_f32_array) if values.dtype == np.float32 else (format_f64, format_f64_array)
+    expected = [one(value) for value in values.tolist()]
+    got = column(values).to_list()
     wrong = [
         (value.hex(), want, have)
         for value, want, have in zip(values.tolist(), expected, got, strict=True)
@@ -118,14 +109,14 @@ def test_columns_agree_with_scalars_on_every_committed_number() -> None:
     scores = [value for key, value in numbers if key == "score"]
     assert len(scores) > 1000  # the eval dumps are there: the test is not vacuous
     values = np.array([value for _, value in numbers], dtype=np.float64)
-    _assert_f64_columns_agree(values)
-    _assert_f32_columns_agree(np.array(scores, dtype=np.float64).astype(np.float32))
-    _assert_f32_columns_agree(values.astype(np.float32))
+    _assert_columns_agree(values)
+    _assert_columns_agree(np.array(scores, dtype=np.float64).astype(np.float32))
+    _assert_columns_agree(values.astype(np.float32))
 
 
 def test_columns_agree_with_scalars_at_the_layout_edges() -> None:
-    _assert_f64_columns_agree(F64_EDGES)
-    _assert_f32_columns_agree(F32_EDGES)
+    _assert_columns_agree(F64_EDGES)
+    _assert_columns_agree(F32_EDGES)
 
 
 @settings(max_examples=150)
@@ -133,7 +124,7 @@ def test_columns_agree_with_scalars_at_the_layout_edges() -> None:
     st.lists(st.one_of(st.integers(0, 2**64 - 1), st.sampled_from(F64_EDGES.view(np.uint64).tolist())), max_size=200)
 )
 def test_f64_columns_agree_with_scalars_on_random_bit_patterns(bits: list[int]) -> None:
-    _assert_f64_columns_agree(_f64_from_bits(bits))
+    _assert_columns_agree(_f64_from_bits(bits))
 
 
 @settings(max_examples=150)
@@ -141,7 +132,7 @@ def test_f64_columns_agree_with_scalars_on_random_bit_patterns(bits: list[int]) 
     st.lists(st.one_of(st.integers(0, 2**32 - 1), st.sampled_from(F32_EDGES.view(np.uint32).tolist())), max_size=200)
 )
 def test_f32_columns_agree_with_scalars_on_random_bit_patterns(bits: list[int]) -> None:
-    _assert_f32_columns_agree(_f32_from_bits(bits))
+    _assert_columns_agree(_f32_from_bits(bits))
 
 
 def test_null_elements_stay_null_and_the_length_is_kept() -> None:
