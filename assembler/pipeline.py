@@ -65,9 +65,15 @@ class BatchResult:
     """
 
     query_ids: list[str]
-    packages: list[str]
+    package_column: pl.Series = field(repr=False)
     summaries: pl.DataFrame
     selection: pl.DataFrame = field(repr=False)
+
+    @cached_property
+    def packages(self) -> list[str]:
+        """The package texts as Python strings, in input order (``package_column`` is the same
+        texts as a Polars column: the output is written from it without making these)."""
+        return self.package_column.to_list()
 
     @cached_property
     def plans(self) -> pl.DataFrame:
@@ -152,7 +158,7 @@ def assemble_lanes(
     texts, ids, summaries = collect(packages, queries.select("query_id"), _summaries(queries, omitted))
     return BatchResult(
         query_ids=ids["query_id"].to_list(),
-        packages=texts["package"].to_list(),
+        package_column=texts["package"],
         selection=selection.decisions,
         summaries=summaries,
     )

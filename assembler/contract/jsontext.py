@@ -51,6 +51,7 @@ __all__ = [
     "quarters_of",
     "to_f32",
     "tokens_from_quarters",
+    "utf8_buffer",
     "utf8_bytes_expr",
     "writer_agrees",
 ]
@@ -324,17 +325,35 @@ def quarters_of(texts: pl.Series) -> pl.Series:
     mixed = texts.str.len_bytes().cast(pl.Int64) != chars
     if not mixed.any():
         return chars.alias(texts.name)
-    utf8 = texts.filter(mixed).to_arrow()  # large_string: int64 offsets, then the bytes
-    if isinstance(utf8, pa.ChunkedArray):
-        utf8 = utf8.combine_chunks()
-    _, offset_buffer, data_buffer = utf8.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype=np.int64, count=len(utf8) + 1, offset=utf8.offset * 8)
-    data = np.frombuffer(data_buffer, dtype=np.uint8)
+    offsets, data = _utf8_arrays(texts.filter(mixed))
     first, last = int(offsets[0]), int(offsets[-1])
     leads = np.flatnonzero(data[first:last] >= 0xC0) + first
     counted = np.diff(np.searchsorted(leads, offsets))
     non_ascii = pl.zeros(len(texts), pl.Int64, eager=True).scatter(mixed.arg_true(), counted)
     return (chars + 3 * non_ascii).alias(texts.name)
+
+
+def utf8_buffer(texts: pl.Series) -> bytes:
+    """The UTF-8 bytes of a string series' texts one after another (a null adds nothing), copied
+    once out of its Arrow buffer.
+
+    >>> utf8_buffer(pl.Series(["ab", None, "日"]))
+    b'ab\\xe6\\x97\\xa5'
+    """
+    offsets, data = _utf8_arrays(texts)
+    return data[offsets[0] : offsets[-1]].tobytes()
+
+
+def _utf8_arrays(texts: pl.Series) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+    """The Arrow offsets (one per text, plus the end) and UTF-8 buffer of a string series, as NumPy
+    views (no copy of the texts)."""
+    utf8 = texts.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: int64 offsets
+    if isinstance(utf8, pa.ChunkedArray):
+        utf8 = utf8.combine_chunks()
+    _, offset_buffer, data_buffer = utf8.buffers()
+    offsets = np.frombuffer(offset_buffer, dtype=np.int64, count=len(utf8) + 1, offset=utf8.offset * 8)
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    return offsets, data
 
 
 def quarters_expr(column: str) -> pl.Expr:

@@ -264,7 +264,7 @@ def packages_table(result: BatchResult) -> pa.Table:
     summaries = result.summaries.drop("query_id").to_arrow()
     columns: dict[str, Any] = {
         "query_id": arrow_column(result.query_ids, pl.String),
-        "package": arrow_column(result.packages, pl.String),
+        "package": result.package_column.to_arrow(compat_level=pl.CompatLevel.oldest()),
     }
     columns.update({name: summaries.column(name) for name in summaries.column_names})
     return pa.table(columns).cast(PACKAGE_SCHEMA)

@@ -78,7 +78,7 @@ def run_assembly(
             sink.write(result)
             summary.add_packages(result.summaries.to_arrow())
             if progress is not None:
-                progress(len(result.packages))
+                progress(len(result.query_ids))
 
         try:
             tables = read_tables(paths, options.chunk_size, options.chunk_bytes)

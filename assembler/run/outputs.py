@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler.assess.packages import assessed_line, assessment_texts
-from assembler.contract.jsontext import escape_string
+from assembler.contract.jsontext import escape_string, utf8_buffer
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import REASONS, BatchResult
 from assembler.run.atomic import AtomicFile
@@ -25,7 +26,7 @@ from assembler.run.io import RawRecord
 from assembler.run.options import OnError
 from assembler.run.schemas import PACKAGE_SCHEMA
 
-__all__ = ["PackageSink", "Rejects", "RunSummary", "package_line", "package_lines", "run_outputs"]
+__all__ = ["PackageSink", "Rejects", "RunSummary", "encoded_lines", "output_lines", "package_line", "run_outputs"]
 
 
 @dataclass
@@ -65,9 +66,26 @@ class RunSummary:
             self.omitted[reason] += counts[f"omitted_{reason}"]
 
 
+def output_lines(query_ids: Sequence[str], packages: pl.Series) -> bytes:
+    """The JSON Lines output of packages, UTF-8: one ``{"query_id":<id>,"package":<package>}``
+    line per package, in order.
+
+    The lines are one Polars string column, and its UTF-8 buffer is the output: no Python string
+    is made per package (that took about a tenth of a typical run).
+
+    >>> output_lines(["q1"], pl.Series(['{"items":[]}']))
+    b'{"query_id":"q1","package":{"items":[]}}\\n'
+    """
+    ids = pl.Series(list(map(escape_string, query_ids)), dtype=pl.String)
+    lines = pl.select(
+        pl.concat_str(pl.lit('{"query_id":'), pl.lit(ids), pl.lit(',"package":'), pl.lit(packages), pl.lit("}\n"))
+    ).to_series()
+    return utf8_buffer(lines)
+
+
 def package_line(query_id: str, package: str) -> str:
-    """One output line: ``{"query_id":<id>,"package":<package>}``."""
-    return f'{{"query_id":{escape_string(query_id)},"package":{package}}}\n'
+    """One output line (:func:`output_lines` of one package), as text."""
+    return output_lines([query_id], pl.Series([package], dtype=pl.String)).decode("utf-8")
 
 
 class Rejects:
@@ -111,11 +129,12 @@ def run_outputs(
                 errors.discard()
 
 
-def package_lines(result: BatchResult, assess: bool = False) -> list[str]:
-    """The JSON Lines output of a batch, one line per package (``assess``: with its assessment)."""
+def encoded_lines(result: BatchResult, assess: bool = False) -> bytes:
+    """The JSON Lines output of a batch, UTF-8, one line per package (``assess``: with its assessment)."""
     if assess:
-        return list(map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages)))
-    return list(map(package_line, result.query_ids, result.packages))
+        lines = map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages))
+        return "".join(lines).encode("utf-8", "backslashreplace")
+    return output_lines(result.query_ids, result.package_column)
 
 
 class PackageSink:
@@ -128,7 +147,7 @@ class PackageSink:
 
     def write(self, result: BatchResult) -> None:
         if self.writer is None:
-            self.out.handle.write("".join(package_lines(result, self.assess)))
+            self.write_encoded(encoded_lines(result, self.assess))
             return
         self.writer.write_table(packages_table(result))
 
@@ -147,8 +166,8 @@ class PackageSink:
         if self.writer is not None:
             self.writer.write_table(packages)
             return
-        lines = map(package_line, packages.column("query_id").to_pylist(), packages.column("package").to_pylist())
-        self.out.handle.write("".join(lines))
+        texts = pl.Series(packages.column("package"))
+        self.write_encoded(output_lines(packages.column("query_id").to_pylist(), texts))
 
     def close(self) -> None:
         if self.writer is not None:

@@ -51,7 +51,7 @@ from assembler.run.batch import (
 )
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError, RunOptions
-from assembler.run.outputs import PackageSink, Rejects, RunSummary, package_lines
+from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
 
@@ -147,14 +147,14 @@ class ChunkResult:
     """One chunk assembled by a worker.
 
     ``query_ids`` and ``package_rows`` (row index in the chunk) of every package in input order;
-    ``lines`` its output lines (JSON Lines, encoded as the output file is: UTF-8) or ``None``
-    (Parquet); ``packages`` the ``PACKAGE_SCHEMA`` table (Parquet) or only the summary columns
+    ``lines`` its output lines (JSON Lines, encoded as the output file is: UTF-8; one line per
+    package) or ``None`` (Parquet); ``packages`` the ``PACKAGE_SCHEMA`` table (Parquet) or only the summary columns
     (JSON Lines), one row per package; ``rejected`` (``REJECTED_SCHEMA``) with ``rejected_rows``.
     """
 
     query_ids: list[str]
     package_rows: list[int]
-    lines: list[bytes] | None
+    lines: bytes | None
     packages: pa.Table
     rejected: pa.Table
     rejected_rows: list[int]
@@ -176,7 +176,7 @@ def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
     if job.parquet:
         lines, packages = None, packages_table(batch)
     else:
-        lines = [line.encode("utf-8", "backslashreplace") for line in package_lines(batch, job.assess)]
+        lines = encoded_lines(batch, job.assess)
         packages = batch.summaries.drop("query_id").to_arrow()
     return ChunkResult(
         query_ids=list(batch.query_ids),
@@ -211,11 +211,13 @@ class _OrderedWriter:
         lines = result.lines
         if not all(keep):  # a query id of an earlier chunk (rare)
             packages = packages.filter(arrow_column(keep, pl.Boolean))
-            lines = None if lines is None else [line for line, kept in zip(lines, keep, strict=True) if kept]
+            if lines is not None:  # a package's line holds no newline: JSON text escapes it
+                split = lines.split(b"\n")[:-1]
+                lines = b"".join(line + b"\n" for line, kept in zip(split, keep, strict=True) if kept)
         if lines is None:
             self.sink.write_table(packages)
         else:
-            self.sink.write_encoded(b"".join(lines))
+            self.sink.write_encoded(lines)
         self.summary.add_packages(packages)
         if self.progress is not None:
             self.progress(packages.num_rows)
