@@ -10,6 +10,7 @@ input order (``assembler.run.pool``): the same bytes, errors and counts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from assembler.run.paths import refuse_same_files
 from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
 from assembler.run.records import iter_records
 from assembler.run.schemas import LANE_DUMP_SCHEMA
+from assembler.run.signals import held_signals
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
 
 __all__ = ["convert", "run_assembly"]
@@ -64,14 +66,16 @@ def run_assembly(
         seen: set[str] = set()  # query ids of earlier chunks
 
         def assemble_here(table: pa.Table) -> None:
-            assembled = assemble_table(
-                table,
-                overrides=options.overrides,
-                policy=options.selection_policy,
-                on_error=options.on_error,
-                seen=seen,
-                reranker=options.reranker,
-            )
+            # A reranker's HTTP waits stay interruptible at once (such a run is one process).
+            with held_signals() if options.reranker is None else contextlib.nullcontext():
+                assembled = assemble_table(
+                    table,
+                    overrides=options.overrides,
+                    policy=options.selection_policy,
+                    on_error=options.on_error,
+                    seen=seen,
+                    reranker=options.reranker,
+                )
             for raw, error in rejected_entries(assembled.rejected):
                 rejects.reject(raw, error)
             result = assembled.batch

@@ -1,25 +1,29 @@
 """The local engine on every core: chunks assembled by a process pool, written in input order.
 
 :func:`assembler.run.local.run_assembly` with ``workers`` > 1 (``assembler assemble --workers N``)
-hands its chunks here. The parent reads the inputs in chunks exactly as the one-process run does
-(:func:`assembler.run.batch.read_tables`), sends each chunk to a worker of a
+hands its chunks here. N processes assemble: this one and N - 1 started workers. The command reads
+the inputs in chunks exactly as the one-process run does
+(:func:`assembler.run.batch.read_tables`) and sends each chunk to a worker of a
 :class:`~concurrent.futures.ProcessPoolExecutor` (``spawn`` start method: Polars is
-multithreaded, forking it is unsafe), and takes the results back strictly in input order, at most
-``2 * workers`` chunks in flight so that memory stays bounded by the chunk size.
+multithreaded, forking it is unsafe) while the started workers have fewer than
+``IN_FLIGHT_PER_WORKER`` chunks each; otherwise it assembles the chunk itself (a process that only
+read, sent and wrote would leave a core half idle, and one more worker would cost an interpreter's
+start). At the end of the input it takes back the chunks no worker has started. Results are taken
+strictly in input order, so that memory stays bounded by the chunk size.
 
-A worker calls :func:`assembler.run.batch.assemble_table` with no ``seen`` set (it checks duplicates
-within its chunk only) and returns a :class:`ChunkResult`: the package lines already rendered
-(JSON Lines, with ``--assess`` too) or the ``PACKAGE_SCHEMA`` table (Parquet), the summary columns,
-and the rejected records with their row indices. The parent, like the Ray engine's driver, then
-rejects a query id already written from an earlier chunk, hands every reject to
-:class:`~assembler.run.outputs.Rejects` in input order and writes the rest. With ``on_error="stop"`` a
-worker that meets a bad record gives its chunk back unassembled, and the parent validates that
-chunk itself (the one-process step), which raises the first bad record's error; queued chunks are
-cancelled and running ones terminated. Output, errors file and counts are byte for byte those of
-the one-process run.
+A chunk is assembled by :func:`assemble_chunk` wherever it runs: :func:`assembler.run.batch.assemble_table`
+with no ``seen`` set (duplicates within the chunk only), giving a :class:`ChunkResult`: the package
+lines already rendered (JSON Lines, with ``--assess`` too) or the ``PACKAGE_SCHEMA`` table
+(Parquet), the summary columns, and the rejected records with their row indices. The command, like
+the Ray engine's driver, then rejects a query id already written from an earlier chunk, hands every
+reject to :class:`~assembler.run.outputs.Rejects` in input order and writes the rest. With
+``on_error="stop"`` a chunk that holds a bad record comes back unassembled, and the command
+validates it with the one-process step, which raises the first bad record's error; queued chunks
+are cancelled, and the ones a worker holds are finished and dropped (:func:`_shut_down`). Output,
+errors file and counts are byte for byte those of the one-process run.
 
 An input of one chunk is assembled in this process: the pool starts only when a second chunk
-exists, and then the parent assembles the first chunk itself while the workers start (each a new
+exists, and then the command assembles the first chunk itself while the workers start (each a new
 interpreter importing the package: about a second).
 """
 
@@ -52,6 +56,7 @@ from assembler.run.batch import (
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
+from assembler.run.signals import held_signals
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
 
@@ -66,8 +71,11 @@ __all__ = [
     "usable_cpus",
 ]
 
-IN_FLIGHT_PER_WORKER = 2
-"""Chunks submitted per worker before the parent waits for the oldest (one running, one queued)."""
+IN_FLIGHT_PER_WORKER = 4
+"""Chunks queued per started worker; beyond them the command assembles a chunk itself. The command
+assembles a chunk in about the time a worker does and also reads and writes every chunk, so a
+worker is given more than the one or two it finishes meanwhile, not to run dry. The command holds
+at most this many more chunks (and results) than the workers' queues."""
 PARENT_CHECK_SECONDS = 1.0
 """How often a worker checks that the process that started it is still alive."""
 THREAD_VARIABLES = ("POLARS_MAX_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -259,7 +267,8 @@ def run_pooled(
     summary: RunSummary,
     progress: Callable[[int], None] | None,
 ) -> None:
-    """Assemble every chunk of ``tables`` with a pool of ``workers`` processes; write in input order.
+    """Assemble every chunk of ``tables`` with ``workers`` processes, this one included; write in
+    input order.
 
     ``in_process`` is the one-process run's step (it adds the query ids it writes to ``seen``):
     it assembles an input of one chunk without a pool, and else the first chunk while the
@@ -286,14 +295,22 @@ def run_pooled(
             raise failure[0]
         return
     writer = _OrderedWriter(sink, rejects, summary, progress, seen)
-    limit = IN_FLIGHT_PER_WORKER * workers
+    started = workers - 1  # this process is one of the workers
+    limit = IN_FLIGHT_PER_WORKER * started
     pending: deque[tuple[pa.Table, Future[ChunkResult | None]]] = deque()
 
     def submit(table: pa.Table) -> None:
-        may_spawn = len(executor._processes or {}) < workers  # a submit starts workers until all run
+        may_spawn = len(executor._processes or {}) < started  # a submit starts workers until all run
         with _spawning(may_spawn):
             future = executor.submit(assemble_chunk, table, job)
         pending.append((table, future))
+
+    def assembled_here(table: pa.Table) -> Future[ChunkResult | None]:
+        """This process's share: assembled now, written in its turn."""
+        future: Future[ChunkResult | None] = Future()
+        with held_signals():
+            future.set_result(assemble_chunk(table, job))
+        return future
 
     def take_oldest() -> None:
         table, future = pending.popleft()
@@ -303,10 +320,34 @@ def run_pooled(
             raise RuntimeError("a worker refused a chunk that this process accepts")
         writer.take(table, result)
 
+    def take_finished() -> None:
+        while pending and pending[0][1].done():
+            take_oldest()
+
+    def dispatch(table: pa.Table) -> None:
+        """To a started worker while one has room; else here, unless the results waiting for an
+        older chunk already fill what a pool may hold (then that chunk is waited for first)."""
+        take_finished()
+        if sum(not future.done() for _, future in pending) < limit:
+            submit(table)
+            return
+        if len(pending) >= limit + IN_FLIGHT_PER_WORKER:
+            take_oldest()
+            take_finished()
+        pending.append((table, assembled_here(table)))
+
+    def steal_queued() -> None:
+        """At the end of the input: take back the chunks no worker has started, newest first, and
+        assemble them here (else this process would wait while they queue)."""
+        for index in reversed(range(len(pending))):
+            table, future = pending[index]
+            if future.cancel():
+                pending[index] = (table, assembled_here(table))
+
     # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.
     with _worker_threads(max(1, usable_cpus() // workers)):
         executor = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker
+            started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker
         )
         finished = False
         try:
@@ -315,9 +356,8 @@ def run_pooled(
                 submit(table)
             in_process(first)  # while the workers start (about a second)
             while (table := read()) is not None:
-                if len(pending) >= limit:
-                    take_oldest()
-                submit(table)
+                dispatch(table)
+            steal_queued()
             while pending:
                 take_oldest()
             finished = True
@@ -380,15 +420,9 @@ def _worker_threads(threads: int) -> Iterator[None]:
 
 
 def _shut_down(executor: ProcessPoolExecutor, finished: bool) -> None:
-    """Wait for the idle workers to exit after a clean run; otherwise first terminate the running
-    chunks (their results are not wanted: a worker writes nothing), and the queued ones are
-    cancelled. Either way the pool's own thread has reaped every worker on return."""
-    if not finished:
-        # The queue's feeder thread may be blocked writing a chunk no worker will read: do not
-        # wait for it (Python 3.11's shutdown would, forever, once the workers are terminated).
-        call_queue = getattr(executor, "_call_queue", None)
-        if call_queue is not None:
-            call_queue.cancel_join_thread()
-        for process in list((executor._processes or {}).values()):  # no public terminate before 3.14
-            process.terminate()
-    executor.shutdown(wait=True, cancel_futures=True)
+    """Wait for the workers to exit. After a clean run they are idle; otherwise the queued chunks
+    are cancelled and the ones handed to a worker (at most two each: one running, one waiting) are
+    finished, their results unwanted (a worker writes nothing). Terminating the workers instead
+    could cut a result short in the results pipe, and Python's pool then waits for its rest forever.
+    Either way the pool's own thread has reaped every worker on return."""
+    executor.shutdown(wait=True, cancel_futures=not finished)

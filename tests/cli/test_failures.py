@@ -347,8 +347,9 @@ def alive(pid: int) -> bool:
 
 
 def interrupt_run(big_input: Path, tmp_path: Path, send: signal.Signals, *, group: bool) -> tuple[int, str, set[int]]:
-    """Start ``assemble --workers 2``, wait for both workers to run, send ``send`` (to the whole process
-    group, as a terminal's Ctrl-C does, or to the command only); return status, stderr, workers."""
+    """Start ``assemble --workers 2`` (the command and one started worker), wait for the worker to
+    run, send ``send`` (to the whole process group, as a terminal's Ctrl-C does, or to the command
+    only); return status, stderr, workers."""
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc")
     out = tmp_path / "out.jsonl"
@@ -366,7 +367,7 @@ def interrupt_run(big_input: Path, tmp_path: Path, send: signal.Signals, *, grou
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
             workers = children(process.pid)
-            if sum(map(running_worker, workers)) >= 2:  # besides them: multiprocessing's resource tracker
+            if any(map(running_worker, workers)):  # besides it: multiprocessing's resource tracker
                 break
             time.sleep(0.05)
         assert process.poll() is None, "the run ended before it could be interrupted"

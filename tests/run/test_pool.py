@@ -162,6 +162,55 @@ def test_stop_raises_the_first_bad_record_in_input_order_and_leaves_nothing(
     assert not multiprocessing.active_children()
 
 
+@pytest.fixture
+def parent_chunks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make the command take chunks as a worker (one chunk in flight per started worker, so the
+    queue is full at once) and count them: ``pool.assemble_table`` runs here only for those (the
+    started workers import their own; the command's own step is ``local.assemble_table``)."""
+    monkeypatch.setattr(pool, "IN_FLIGHT_PER_WORKER", 1)
+    taken: list[int] = []
+    original = pool.assemble_table
+
+    def counted(table: pa.Table, **options: Any) -> Any:
+        taken.append(table.num_rows)
+        return original(table, **options)
+
+    monkeypatch.setattr(pool, "assemble_table", counted)
+    return taken
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "parquet"])
+def test_chunks_the_command_assembles_as_a_worker_are_written_in_their_turn(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, output_format: str, parent_chunks: list[int]
+) -> None:
+    """With two workers the command is one of them: it takes chunks while the started worker's
+    queue is full, and those no worker started at the end of the input; packages, errors and
+    counts are still those of one process, in input order."""
+    inputs = [CONFORMANCE, SAMPLE, *bad_inputs(tmp_path, make_record, write_jsonl)]
+    options: dict[str, Any] = {"on_error": "skip", "chunk_size": 2, "output_format": output_format}
+    (one, one_errors), (two, two_errors) = both(inputs, tmp_path, output_format, **options)
+    assert parent_chunks  # the command did take chunks
+    assert two == one
+    assert two_errors == one_errors
+
+
+def test_stop_in_a_chunk_the_command_assembles_is_the_first_bad_record(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, parent_chunks: list[int]
+) -> None:
+    records: list[Line] = [make_record(f"q{i}") for i in range(12)]
+    records.insert(9, b"{nope")
+    source = write_jsonl("in.jsonl", records)
+    errors = []
+    for workers in (1, 2):
+        with pytest.raises(InputError) as caught:
+            run_assembly([str(source)], str(tmp_path / f"w{workers}.jsonl"), RunOptions(chunk_size=2, workers=workers))
+        errors.append(caught.value.error)
+    assert errors[1] == errors[0]
+    assert errors[1].line == 10
+    assert os.listdir(tmp_path) == ["in.jsonl"]
+    assert not multiprocessing.active_children()
+
+
 def test_an_unreadable_later_file_is_the_same_usage_error(tmp_path: Path) -> None:
     missing = str(tmp_path / "missing.jsonl")
     with pytest.raises(UsageError, match=f"cannot read {missing}"):

@@ -1,0 +1,44 @@
+"""Ctrl-C and SIGTERM while a chunk is assembled in this process.
+
+Python raises ``KeyboardInterrupt`` (and the command's SIGTERM handler its subclass) wherever the
+main thread is. Inside Polars' or Arrow's native code, which calls back into Python (to read a data
+type, say), that exception is swallowed as "ignored" and an unrelated ``TypeError`` comes out with
+a traceback. So the signals are held while a chunk is assembled and delivered once it is done: an
+interrupted run stops within one chunk's time, with the command's own one-line message.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+__all__ = ["held_signals"]
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def held_signals() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM for the block and send the first one held to this process after it,
+    to the handlers that were in place. Elsewhere than in the main thread, nothing changes (only
+    the main thread may change handlers, and only it runs them)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in _HELD}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if held:
+            os.kill(os.getpid(), held[0])
