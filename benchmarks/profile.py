@@ -67,10 +67,10 @@ STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
         ),
     ),
     (
-        "package texts: the query run, texts to Python strings (`assemble_lanes`, other)",
+        "package texts: the query run (`assemble_lanes`, other)",
         (("assemble_lanes", "pipeline.py"),),
     ),
-    ("output writing (`PackageSink.write`)", (("write", "run/outputs.py"),)),
+    ("output lines and writing (`PackageSink.write`: `output_lines`, the file)", (("write", "run/outputs.py"),)),
 )
 
 
