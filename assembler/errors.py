@@ -70,6 +70,12 @@ class OutputError(AssemblerError):
     exit_status: ClassVar[int] = 1
 
 
+class WorkerError(AssemblerError):
+    """A worker process of the pool ended abruptly (killed, or out of memory): exit 1, nothing written."""
+
+    exit_status: ClassVar[int] = 1
+
+
 class UsageError(AssemblerError):
     """A problem with how the tool was called (missing file, bad option value or combination)."""
 

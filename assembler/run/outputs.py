@@ -152,8 +152,8 @@ class PackageSink:
         self.writer.write_table(packages_table(result))
 
     def write_encoded(self, data: bytes) -> None:
-        """Write JSON Lines output already rendered and encoded as UTF-8 (the process pool's
-        chunks: the workers encode, so that the command's own serial work stays small)."""
+        """Write JSON Lines output already rendered and encoded as UTF-8 (:func:`encoded_lines`;
+        in a pool, by the worker that assembled the chunk)."""
         handle = self.out.handle
         if isinstance(handle, io.TextIOWrapper) and handle.encoding == "utf-8":
             handle.flush()

@@ -36,14 +36,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import polars as pl
 import pyarrow as pa
 
-from assembler.errors import InputError, RecordError
+from assembler.errors import InputError, RecordError, WorkerError
 from assembler.run.batch import (
     SOURCE_FILE,
     SOURCE_LINE,
@@ -152,12 +152,13 @@ class ChunkJob:
 
 @dataclass(frozen=True)
 class ChunkResult:
-    """One chunk assembled by a worker.
+    """One chunk assembled by a worker (a started one or the command).
 
     ``query_ids`` and ``package_rows`` (row index in the chunk) of every package in input order;
-    ``lines`` its output lines (JSON Lines, encoded as the output file is: UTF-8; one line per
-    package) or ``None`` (Parquet); ``packages`` the ``PACKAGE_SCHEMA`` table (Parquet) or only the summary columns
-    (JSON Lines), one row per package; ``rejected`` (``REJECTED_SCHEMA``) with ``rejected_rows``.
+    ``lines`` its output lines (JSON Lines, encoded as the output file is: UTF-8, one line per
+    package) or ``None`` (Parquet); ``packages`` the ``PACKAGE_SCHEMA`` table (Parquet) or only the
+    summary columns (JSON Lines), one row per package; ``rejected`` (``REJECTED_SCHEMA``) with
+    ``rejected_rows``.
     """
 
     query_ids: list[str]
@@ -361,6 +362,8 @@ def run_pooled(
             while pending:
                 take_oldest()
             finished = True
+        except BrokenExecutor:  # a worker killed (by the kernel's out-of-memory killer, say)
+            raise WorkerError("a worker process ended abruptly (killed, or out of memory)") from None
         finally:
             _shut_down(executor, finished)
     if failure:
@@ -368,7 +371,7 @@ def run_pooled(
 
 
 def _start_worker() -> None:
-    """Worker: leave Ctrl-C to the parent (which terminates the workers: no traceback from each),
+    """Worker: leave Ctrl-C to the parent (which ends the pool: no traceback from each worker),
     and exit if the parent dies without doing so (killed: the pool's queues would block forever)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()

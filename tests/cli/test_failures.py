@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Literal
 
 import pyarrow.parquet as pq
 import pytest
@@ -346,10 +347,12 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-def interrupt_run(big_input: Path, tmp_path: Path, send: signal.Signals, *, group: bool) -> tuple[int, str, set[int]]:
+def interrupt_run(
+    big_input: Path, tmp_path: Path, send: signal.Signals, *, to: Literal["group", "command", "worker"]
+) -> tuple[int, str, set[int]]:
     """Start ``assemble --workers 2`` (the command and one started worker), wait for the worker to
-    run, send ``send`` (to the whole process group, as a terminal's Ctrl-C does, or to the command
-    only); return status, stderr, workers."""
+    run, send ``send`` (to the whole process group, as a terminal's Ctrl-C does, to the command
+    only, or to the worker); return status, stderr, workers."""
     if not Path("/proc/self/stat").exists():
         pytest.skip("needs /proc")
     out = tmp_path / "out.jsonl"
@@ -364,18 +367,22 @@ def interrupt_run(big_input: Path, tmp_path: Path, send: signal.Signals, *, grou
     )
     try:
         workers: set[int] = set()
+        running: list[int] = []
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None:
             workers = children(process.pid)
-            if any(map(running_worker, workers)):  # besides it: multiprocessing's resource tracker
+            running = [pid for pid in workers if running_worker(pid)]  # not the resource tracker
+            if running:
                 break
             time.sleep(0.05)
         assert process.poll() is None, "the run ended before it could be interrupted"
-        assert workers, "no worker started"
-        if group:
+        assert running, "no worker started"
+        if to == "group":
             os.killpg(process.pid, send)
-        else:
+        elif to == "command":
             process.send_signal(send)
+        else:
+            os.kill(running[0], send)
         _, err = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
@@ -393,14 +400,22 @@ def assert_cleaned_up(tmp_path: Path, workers: set[int]) -> None:
 
 
 def test_ctrl_c_exits_130_with_one_line_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
-    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGINT, group=True)
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGINT, to="group")
     assert err == "assembler: interrupted\n"
     assert status == 130
     assert_cleaned_up(tmp_path, workers)
 
 
 def test_sigterm_exits_143_with_one_line_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
-    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGTERM, group=False)
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGTERM, to="command")
     assert err == "assembler: terminated\n"
     assert status == 143
+    assert_cleaned_up(tmp_path, workers)
+
+
+def test_a_killed_worker_exits_1_with_one_line_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
+    """The kernel's out-of-memory killer, say: the pool breaks, and the command says so in one line."""
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGKILL, to="worker")
+    assert err == "assembler: error: a worker process ended abruptly (killed, or out of memory)\n"
+    assert status == 1
     assert_cleaned_up(tmp_path, workers)
