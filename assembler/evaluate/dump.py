@@ -25,10 +25,12 @@ __all__ = ["CaseLanes", "DumpRecord", "describe_contexts", "file_digest", "load_
 
 @dataclass(frozen=True)
 class DumpRecord:
-    """One validated lane-dump record: the raw parsed object (for assembly) and the validated one."""
+    """One validated lane-dump record: the raw parsed object (for assembly), the validated one, and
+    its JSON text as read (assembled as is when a case asks for the record's own search limit)."""
 
     raw: dict[str, Any]
     record: LaneRecord
+    text: str
 
     def passages(self) -> list[dict[str, Any]]:
         """The whole passage lane as clean wire dicts (not cut at the request's ``search_limit``)."""
@@ -93,7 +95,7 @@ def load_lanes(path: str, evalset: EvalSet) -> CaseLanes:
                     raw.file, raw.line, record.query_id, "query_id", "duplicate query_id (each query may appear once)"
                 )
             )
-        by_id[record.query_id] = DumpRecord(raw.value, record)
+        by_id[record.query_id] = DumpRecord(raw.value, record, raw.text)
     missing = [case for case in evalset.cases if case.case_id not in by_id]
     if missing:
         raise EvaluateError(

@@ -271,7 +271,8 @@ def evaluate_cases(
         if config.engine == "ray":
             packages = list(assemble_cases_on_ray(batch, config.budget, config.policy, config.ray_address))
         else:
-            packages = list(assemble_cases(batch, config.budget, get_policy(config.policy)))
+            texts = [dump.text for _, dump in pairs]
+            packages = list(assemble_cases(batch, config.budget, get_policy(config.policy), texts))
     return [
         evaluate_case(case, dump, config, lanes.carries_graph, corpus, package)
         for (case, dump), package in zip(pairs, packages, strict=True)

@@ -151,6 +151,21 @@ def test_batched_assembly_gives_every_case_the_package_of_its_own_call(policy: s
     assert len({a.latency_ms for a in batched}) == 1  # the batch's wall time, shared evenly
 
 
+def test_a_records_own_text_gives_the_package_of_the_request_written_anew() -> None:
+    """The dump's text is used as is where the case limit is the record's own search limit (the
+    committed HotpotQA dump: 10, as its cases ask), and the request is written anew where it is
+    not: the same packages either way."""
+    hotpotqa = Path(__file__).resolve().parents[2] / "data" / "eval" / "hotpotqa"
+    evalset = load_eval(str(hotpotqa / "eval.jsonl"))
+    lanes = load_lanes(str(hotpotqa / "lanes.jsonl"), evalset)
+    records = lanes.records[:12]
+    pairs = [(dump.raw, 10 if i % 2 else 3) for i, dump in enumerate(records)]
+    assert all(dump.raw["request"]["search_limit"] == 10 for dump in records)  # half the texts are used
+    with_texts = assemble_cases(pairs, DEFAULTS, CONTRACT, [dump.text for dump in records])
+    written = assemble_cases(pairs, DEFAULTS, CONTRACT)
+    assert [a.package for a in with_texts] == [a.package for a in written]
+
+
 def test_no_case_means_no_pipeline_call(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(assembly_module, "assemble_table", None)  # calling it would fail
     assert assemble_cases([], DEFAULTS, CONTRACT) == []
