@@ -326,16 +326,17 @@ def run_pooled(
             take_oldest()
 
     def dispatch(table: pa.Table) -> None:
-        """To a started worker while one has room; else here, unless the results waiting for an
-        older chunk already fill what a pool may hold (then that chunk is waited for first)."""
+        """To a started worker while the workers have room, else here; first, if the chunks held
+        already fill what the pool may hold (results waiting behind a slow older chunk, say),
+        the oldest is waited for, so that memory stays bounded by the chunk."""
         take_finished()
-        if sum(not future.done() for _, future in pending) < limit:
-            submit(table)
-            return
         if len(pending) >= limit + IN_FLIGHT_PER_WORKER:
             take_oldest()
             take_finished()
-        pending.append((table, assembled_here(table)))
+        if sum(not future.done() for _, future in pending) < limit:
+            submit(table)
+        else:
+            pending.append((table, assembled_here(table)))
 
     def steal_queued() -> None:
         """At the end of the input: take back the chunks no worker has started, newest first, and

@@ -11,6 +11,8 @@ import json
 import multiprocessing
 import os
 import sys
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -350,3 +352,47 @@ def test_the_default_starts_a_pool_sized_by_the_input(tmp_path: Path, monkeypatc
     run_assembly(inputs, str(out), RunOptions(workers=None, chunk_size=4))
     assert asked == [3]
     assert out.read_bytes().startswith(EXPECTED.read_bytes())
+
+
+def test_results_waiting_behind_a_slow_chunk_stop_the_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory stays bounded by the chunk: while the oldest chunk is held up, the other workers'
+    results wait behind it, and the command stops reading once the chunks it holds fill what the
+    pool may hold (a thread stands in for the started worker that holds the first chunk sent for
+    1 s; the other workers finish theirs at once)."""
+    release = threading.Event()
+    pulled: list[int] = []
+    sent: list[int] = []
+
+    class ThreadWorkers(ThreadPoolExecutor):
+        def __init__(self, workers: int, **_: object) -> None:
+            super().__init__(workers)
+            self._processes = dict.fromkeys(range(workers))  # started: none to spawn
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            sent.append(len(sent))
+            if len(sent) == 1:
+                return super().submit(lambda: (release.wait(), fn(*args, **kwargs))[1])
+            finished: Future[Any] = Future()  # the other workers: done at once
+            finished.set_result(fn(*args, **kwargs))
+            return finished
+
+    reading = local.read_tables
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        for table in reading(*args, **kwargs):
+            pulled.append(release.is_set())
+            yield table
+
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", ThreadWorkers)
+    monkeypatch.setattr(local, "read_tables", counted)
+    threading.Timer(1.0, release.set).start()
+    inputs = [str(CONFORMANCE), str(SAMPLE)]
+    out, one = tmp_path / "pool.jsonl", tmp_path / "one.jsonl"
+    run_assembly(inputs, str(out), RunOptions(workers=3, chunk_size=1))
+    monkeypatch.setattr(local, "read_tables", reading)
+    run_assembly(inputs, str(one), RunOptions(workers=1, chunk_size=1))
+    assert out.read_bytes() == one.read_bytes()
+    held = pool.IN_FLIGHT_PER_WORKER * 2 + pool.IN_FLIGHT_PER_WORKER  # the workers' queues, and as many more
+    before = pulled.count(False)
+    assert 2 < before <= 2 + held + 1, f"{before} chunks read while the first one sent was held"
+    assert len(pulled) == 35
