@@ -76,6 +76,8 @@ def output_lines(query_ids: Sequence[str], packages: pl.Series) -> bytes:
     >>> output_lines(["q1"], pl.Series(['{"items":[]}']))
     b'{"query_id":"q1","package":{"items":[]}}\\n'
     """
+    # The ids are escaped by the contract's own function (a few per chunk), so that the output does
+    # not rest on Polars' JSON writer agreeing with it (the columnar reader's probe).
     ids = pl.Series(list(map(escape_string, query_ids)), dtype=pl.String)
     lines = pl.select(
         pl.concat_str(pl.lit('{"query_id":'), pl.lit(ids), pl.lit(',"package":'), pl.lit(packages), pl.lit("}\n"))

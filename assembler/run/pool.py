@@ -170,10 +170,11 @@ class ChunkResult:
 
 
 def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
-    """Worker: one chunk through the entry point, duplicates checked within the chunk only.
+    """One chunk through the entry point, duplicates checked within the chunk only (in a started
+    worker, or in the command as one).
 
     ``None``: the chunk holds a bad record and the run stops (``on_error="stop"``); it was found
-    while validating, before any assembly, and the parent finds it again (or an earlier duplicate
+    while validating, before any assembly, and the command finds it again (or an earlier duplicate
     of a query id of another chunk) by validating the chunk itself.
     """
     policy = get_policy(job.policy) if isinstance(job.policy, str) else job.policy
@@ -393,21 +394,13 @@ def _spawning(may_spawn: bool) -> Iterator[None]:
     new worker imports the package (before :func:`_start_worker` runs) gives no traceback from it.
     The window is a fork and exec plus sending the worker its start-up data; a Ctrl-C within it is
     lost. A SIGTERM within it is delivered at its end: raised in the middle, it would cut the
-    start-up data short (the worker's ``EOFError`` traceback). Only the main thread may change
-    signal handlers: elsewhere, nothing changes; once every worker runs, neither does anything."""
-    if not may_spawn or threading.current_thread() is not threading.main_thread():
+    start-up data short (the worker's ``EOFError`` traceback). Once every worker runs, nothing
+    changes."""
+    if not may_spawn:
         yield
         return
-    held: list[int] = []
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
-    try:
+    with held_signals(ignore_interrupt=True):
         yield
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
-        if held:
-            os.kill(os.getpid(), signal.SIGTERM)  # now, to whatever handles it outside the window
 
 
 @contextmanager

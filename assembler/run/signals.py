@@ -18,14 +18,14 @@ from types import FrameType
 
 __all__ = ["held_signals"]
 
-_HELD = (signal.SIGINT, signal.SIGTERM)
-
 
 @contextmanager
-def held_signals() -> Iterator[None]:
+def held_signals(*, ignore_interrupt: bool = False) -> Iterator[None]:
     """Hold SIGINT and SIGTERM for the block and send the first one held to this process after it,
-    to the handlers that were in place. Elsewhere than in the main thread, nothing changes (only
-    the main thread may change handlers, and only it runs them)."""
+    to the handlers that were in place. ``ignore_interrupt``: SIGINT is ignored instead (``SIG_IGN``,
+    which a process started within the block inherits) and a Ctrl-C within it is lost. Elsewhere
+    than in the main thread, nothing changes (only the main thread may change handlers, and only
+    it runs them)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -34,7 +34,8 @@ def held_signals() -> Iterator[None]:
     def hold(signum: int, frame: FrameType | None) -> None:
         held.append(signum)
 
-    previous = {signum: signal.signal(signum, hold) for signum in _HELD}
+    handlers = {signal.SIGINT: signal.SIG_IGN if ignore_interrupt else hold, signal.SIGTERM: hold}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     try:
         yield
     finally:

@@ -54,3 +54,26 @@ def test_outside_the_main_thread_nothing_changes() -> None:
     thread.start()
     thread.join()
     assert handlers == [signal.getsignal(signal.SIGINT)]
+
+
+def test_ignore_interrupt_ignores_ctrl_c_and_still_holds_sigterm() -> None:
+    """The window where a worker process is started: a Ctrl-C is ignored (the new process inherits
+    that), a SIGTERM is delivered after it."""
+    delivered: list[int] = []
+
+    def record(number: int, frame: object) -> None:
+        delivered.append(number)
+
+    previous = {signum: signal.signal(signum, record) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with held_signals(ignore_interrupt=True):
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)
+            assert delivered == []
+        time.sleep(0.05)
+        assert delivered == [signal.SIGTERM]
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
