@@ -18,9 +18,13 @@ lines already rendered (JSON Lines, with ``--assess`` too) or the ``PACKAGE_SCHE
 the Ray engine's driver, then rejects a query id already written from an earlier chunk, hands every
 reject to :class:`~assembler.run.outputs.Rejects` in input order and writes the rest. With
 ``on_error="stop"`` a chunk that holds a bad record comes back unassembled, and the command
-validates it with the one-process step, which raises the first bad record's error; queued chunks
-are cancelled, and the ones a worker holds are finished and dropped (:func:`_shut_down`). Output,
-errors file and counts are byte for byte those of the one-process run.
+validates it with the one-process step, which raises the first bad record's error; the chunks no
+worker has started are taken back, and the ones a worker holds are finished and dropped
+(:func:`_shut_down`). Output, errors file and counts are byte for byte those of the one-process run.
+
+Taking a chunk back goes through :class:`Claims`, not the pool's ``Future.cancel``: Python 3.11's
+pool fails in its own thread (a traceback, and workers left running) when a worker dies while a
+cancelled chunk is still queued.
 
 An input of one chunk is assembled in this process: the pool starts only when a second chunk
 exists, and then the command assembles the first chunk itself while the workers start (each a new
@@ -39,6 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -64,7 +69,9 @@ __all__ = [
     "BYTES_PER_WORKER",
     "ChunkJob",
     "ChunkResult",
+    "Claims",
     "assemble_chunk",
+    "assemble_sent_chunk",
     "default_workers",
     "input_size",
     "run_pooled",
@@ -198,6 +205,56 @@ def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
     )
 
 
+class Claims:
+    """Who assembles each chunk sent to the started workers: a worker, once it starts the chunk, or
+    the command, once it takes the chunk back; whichever claims it first (shared memory, one lock).
+
+    Chunks are numbered as they are sent and take slot ``number % slots``: a slot is reused only
+    once its earlier chunk's result was taken, so ``slots`` must exceed the chunks held at once.
+    """
+
+    SENT, STARTED, TAKEN_BACK = 0, 1, 2
+
+    def __init__(self, slots: int) -> None:
+        self.states: Any = multiprocessing.get_context("spawn").Array("b", slots)
+        self.sent = 0
+
+    def send(self) -> int:
+        """The slot of the next chunk sent."""
+        slot = self.sent % len(self.states)
+        self.sent += 1
+        self.states[slot] = self.SENT
+        return slot
+
+    def claim(self, slot: int, claimant: int) -> bool:
+        """Mark a sent chunk ``STARTED`` or ``TAKEN_BACK``, unless it was claimed already."""
+        with self.states.get_lock():
+            if self.states[slot] != self.SENT:
+                return False
+            self.states[slot] = claimant
+            return True
+
+    def take_back_all(self) -> None:
+        """Claim for the command every chunk no worker has started (the workers then skip them)."""
+        with self.states.get_lock():
+            for slot in range(len(self.states)):
+                if self.states[slot] == self.SENT:
+                    self.states[slot] = self.TAKEN_BACK
+
+
+_WORKER_CLAIMS: Claims | None = None
+"""In a started worker: its pool's :class:`Claims` (set by :func:`_start_worker`)."""
+
+
+def assemble_sent_chunk(slot: int, table: pa.Table, job: ChunkJob) -> ChunkResult | None:
+    """A started worker's task: :func:`assemble_chunk`, unless the command took the chunk back
+    (``None`` then, which the command never reads: it assembled the chunk itself)."""
+    assert _WORKER_CLAIMS is not None, "a worker task outside a started worker"
+    if not _WORKER_CLAIMS.claim(slot, Claims.STARTED):
+        return None
+    return assemble_chunk(table, job)
+
+
 class _OrderedWriter:
     """The parent's side: rejects and packages of each chunk, taken in input order."""
 
@@ -299,13 +356,16 @@ def run_pooled(
     writer = _OrderedWriter(sink, rejects, summary, progress, seen)
     started = workers - 1  # this process is one of the workers
     limit = IN_FLIGHT_PER_WORKER * started
-    pending: deque[tuple[pa.Table, Future[ChunkResult | None]]] = deque()
+    # (chunk, its slot in the claims while a started worker may assemble it, result)
+    pending: deque[tuple[pa.Table, int | None, Future[ChunkResult | None]]] = deque()
+    claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks held at once
 
     def submit(table: pa.Table) -> None:
         may_spawn = len(executor._processes or {}) < started  # a submit starts workers until all run
+        slot = claims.send()
         with _spawning(may_spawn):
-            future = executor.submit(assemble_chunk, table, job)
-        pending.append((table, future))
+            future = executor.submit(assemble_sent_chunk, slot, table, job)
+        pending.append((table, slot, future))
 
     def assembled_here(table: pa.Table) -> Future[ChunkResult | None]:
         """This process's share: assembled now, written in its turn."""
@@ -315,7 +375,7 @@ def run_pooled(
         return future
 
     def take_oldest() -> None:
-        table, future = pending.popleft()
+        table, _, future = pending.popleft()
         result = future.result()
         if result is None:  # a bad record, on_error="stop": the one-process step raises the first one
             in_process(table)
@@ -323,7 +383,7 @@ def run_pooled(
         writer.take(table, result)
 
     def take_finished() -> None:
-        while pending and pending[0][1].done():
+        while pending and pending[0][2].done():
             take_oldest()
 
     def dispatch(table: pa.Table) -> None:
@@ -334,23 +394,23 @@ def run_pooled(
         if len(pending) >= limit + IN_FLIGHT_PER_WORKER:
             take_oldest()
             take_finished()
-        if sum(not future.done() for _, future in pending) < limit:
+        if sum(not future.done() for _, _, future in pending) < limit:
             submit(table)
         else:
-            pending.append((table, assembled_here(table)))
+            pending.append((table, None, assembled_here(table)))
 
     def steal_queued() -> None:
         """At the end of the input: take back the chunks no worker has started, newest first, and
         assemble them here (else this process would wait while they queue)."""
         for index in reversed(range(len(pending))):
-            table, future = pending[index]
-            if future.cancel():
-                pending[index] = (table, assembled_here(table))
+            table, slot, _ = pending[index]
+            if slot is not None and claims.claim(slot, Claims.TAKEN_BACK):
+                pending[index] = (table, None, assembled_here(table))
 
     # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.
     with _worker_threads(max(1, usable_cpus() // workers)):
         executor = ProcessPoolExecutor(
-            started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker
+            started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(claims,)
         )
         finished = False
         try:
@@ -367,14 +427,19 @@ def run_pooled(
         except BrokenExecutor:  # a worker killed (by the kernel's out-of-memory killer, say)
             raise WorkerError("a worker process ended abruptly (killed, or out of memory)") from None
         finally:
-            _shut_down(executor, finished)
+            if not finished:
+                claims.take_back_all()  # nobody will read them
+            _shut_down(executor)
     if failure:
         raise failure[0]
 
 
-def _start_worker() -> None:
-    """Worker: leave Ctrl-C to the parent (which ends the pool: no traceback from each worker),
-    and exit if the parent dies without doing so (killed: the pool's queues would block forever)."""
+def _start_worker(claims: Claims) -> None:
+    """Worker: keep the pool's claims, leave Ctrl-C to the parent (which ends the pool: no
+    traceback from each worker), and exit if the parent dies without doing so (killed: the pool's
+    queues would block forever)."""
+    global _WORKER_CLAIMS
+    _WORKER_CLAIMS = claims
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = os.getppid()
 
@@ -416,10 +481,11 @@ def _worker_threads(threads: int) -> Iterator[None]:
             os.environ.pop(name, None)
 
 
-def _shut_down(executor: ProcessPoolExecutor, finished: bool) -> None:
-    """Wait for the workers to exit. After a clean run they are idle; otherwise the queued chunks
-    are cancelled and the ones handed to a worker (at most two each: one running, one waiting) are
-    finished, their results unwanted (a worker writes nothing). Terminating the workers instead
-    could cut a result short in the results pipe, and Python's pool then waits for its rest forever.
-    Either way the pool's own thread has reaped every worker on return."""
-    executor.shutdown(wait=True, cancel_futures=not finished)
+def _shut_down(executor: ProcessPoolExecutor) -> None:
+    """Wait for the workers to exit. After a clean run they are idle; otherwise the command has
+    taken back the chunks no worker started (a worker skips them) and the ones a worker holds (at
+    most two each: one running, one waiting) are finished, their results unwanted (a worker writes
+    nothing). Terminating the workers instead could cut a result short in the results pipe, and
+    Python's pool then waits for its rest forever. Either way the pool's own thread has reaped
+    every worker on return."""
+    executor.shutdown(wait=True)

@@ -12,10 +12,12 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -25,11 +27,12 @@ from hypothesis import strategies as st
 import assembler.run.local as local
 import assembler.run.pool as pool
 from assembler.cli import main
-from assembler.errors import InputError, UsageError
+from assembler.errors import InputError, UsageError, WorkerError
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import RunOptions
 from assembler.run.outputs import RunSummary
-from assembler.selection import get_policy
+from assembler.selection import Selection, SelectionInputs, get_policy
+from assembler.selection.contract import ContractPolicy
 from tests.oracle.pools import generate_records
 
 if TYPE_CHECKING:
@@ -364,9 +367,10 @@ def test_results_waiting_behind_a_slow_chunk_stop_the_reading(tmp_path: Path, mo
     sent: list[int] = []
 
     class ThreadWorkers(ThreadPoolExecutor):
-        def __init__(self, workers: int, **_: object) -> None:
+        def __init__(self, workers: int, initargs: tuple[pool.Claims], **_: object) -> None:
             super().__init__(workers)
             self._processes = dict.fromkeys(range(workers))  # started: none to spawn
+            monkeypatch.setattr(pool, "_WORKER_CLAIMS", initargs[0])  # what each worker keeps
 
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             sent.append(len(sent))
@@ -396,3 +400,56 @@ def test_results_waiting_behind_a_slow_chunk_stop_the_reading(tmp_path: Path, mo
     before = pulled.count(False)
     assert 2 < before <= 2 + held + 1, f"{before} chunks read while the first one sent was held"
     assert len(pulled) == 35
+
+
+def wait_for(marker: Path) -> None:
+    deadline = time.monotonic() + 60
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+class DiesInAStartedWorker(ContractPolicy):
+    """The contract's policy, except that a started worker dies (as if killed) on its first chunk,
+    once the command has begun on the chunks it took back (marker files in ``folder``).
+
+    With two workers, chunks of 4 and the 30-query sample (8 chunks), the command assembles chunk
+    0 (waiting there until the worker has started on chunk 1), then chunks 5, 6 and 7 (the
+    worker's queue of 4 is full), and at the end of the input takes back the chunks the worker
+    has not started, newest first: its fifth chunk is the first taken back."""
+
+    def __init__(self, folder: Path) -> None:
+        self.command = os.getpid()
+        self.folder = folder
+        self.chunks = 0
+
+    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        if os.getpid() != self.command:
+            (self.folder / "started").touch()
+            wait_for(self.folder / "taken-back")
+            os._exit(9)
+        self.chunks += 1
+        if self.chunks == 1:
+            wait_for(self.folder / "started")
+        elif self.chunks == 5:
+            (self.folder / "taken-back").touch()
+        return super().select(fused, inputs)
+
+
+def test_a_worker_killed_after_the_command_took_back_queued_chunks_is_a_worker_error(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed after the command took back the chunks queued for it is the one-line
+    WorkerError like any other (Python 3.11's pool failed in its own thread, with a traceback, on
+    chunks cancelled in its queue)."""
+    out, markers = tmp_path / "out.jsonl", tmp_path / "markers"
+    markers.mkdir()
+    options = RunOptions(workers=2, chunk_size=4, policy=DiesInAStartedWorker(markers))
+    failed_threads: list[type[BaseException]] = []  # what would print "Exception in thread"
+    monkeypatch.setattr(threading, "excepthook", lambda failure: failed_threads.append(failure.exc_type))
+    with pytest.raises(WorkerError):
+        run_assembly([str(SAMPLE)], str(out), options)
+    assert failed_threads == []
+    assert (markers / "taken-back").exists()
+    assert not out.exists()
+    assert "Traceback" not in capfd.readouterr().err
+    assert not multiprocessing.active_children()
