@@ -58,9 +58,10 @@ class Selection:
     ``decisions``: one row per fused candidate with at least ``q``, ``fused_rank``, ``id_json``,
     ``kind``, ``duplicate_of_json`` (null unless dropped as a duplicate), ``walk_step`` (null
     for duplicates), ``admitted``, ``reason``, ``item_json``, ``item_bytes`` and ``item_quarters``.
-    ``item_json`` (and ``contradicts_json``) is null for a member of a contradiction group that
-    was not admitted: that text is quadratic in the group's size and goes into no package, so it
-    is never built; ``item_bytes``/``item_quarters`` are exact for every row.
+    ``item_json`` (and ``contradicts_json``) is null for a member of a contradiction group of more
+    than :data:`~assembler.stages.groups.EAGER_GROUP_SIZE` that was not admitted: that text is
+    quadratic in the group's size and goes into no package, so it is never built;
+    ``item_bytes``/``item_quarters`` are exact for every row.
     Per query: the committed
     ``citation_ids`` and the final usage, the number of ``contradiction_groups`` and the
     diversity ``tier_widths`` used (reported in ``plan.selection``).
@@ -194,15 +195,18 @@ def admit_units(
 
 
 def with_admitted_group_texts(walk: pl.DataFrame) -> pl.DataFrame:
-    """Build ``contradicts_json`` and ``item_json`` for the members of the admitted groups.
+    """Build ``contradicts_json`` and ``item_json`` for the members of the admitted groups that
+    have none yet (groups larger than :data:`~assembler.stages.groups.EAGER_GROUP_SIZE`).
 
-    ``build_items`` measured every group member from ``contradicts_bytes``/``contradicts_quarters``
+    ``build_items`` measured every such member from ``contradicts_bytes``/``contradicts_quarters``
     and left its text null (a group's texts are quadratic in its size: 20,000 members would carry
     400 million ids). The walk admits a group whole or not at all and needs only the measurements,
     so the texts are built here for the admitted ones, whose size the query's ``max_bytes`` bounds.
     Rebuilding an item recomputes its measurements from the text; they equal the walk's.
     """
-    admitted = walk.filter(pl.col("admitted") & pl.col("contradicts_bytes").is_not_null())
+    admitted = walk.filter(
+        pl.col("admitted") & pl.col("contradicts_bytes").is_not_null() & pl.col("contradicts_json").is_null()
+    )
     if admitted.height == 0:
         return walk
     texts = build_items(materialize_contradicts(admitted)).select("q", "fused_rank", "contradicts_json", "item_json")

@@ -11,9 +11,12 @@ sorted ascending by string. That text is quadratic in the group's size (a group 
 * :func:`group_contradictions` groups by key and measures each member's ``contradicts`` array by
   arithmetic from per-group sums (``contradicts_bytes``/``contradicts_quarters``), in time and
   memory linear in the number of survivors; it builds no text.
-* The budget walk needs only those measurements (it admits or refuses a group whole), so the
-  admission policy runs it first and :func:`materialize_contradicts` then builds the text for the
-  members of the groups it admitted, whose size is bounded by the query's ``max_bytes``. A group
+* A group of at most :data:`EAGER_GROUP_SIZE` members gets its texts at once, in the same query:
+  each holds fewer ids than that bound, so building them is linear in the survivors (and a chunk
+  of typical pools, whose groups are a few members each, needs no second pass).
+* The budget walk needs only the measurements (it admits or refuses a group whole), so the
+  admission policy runs it first and :func:`materialize_contradicts` then builds the texts of the
+  larger groups it admitted, whose size is bounded by the query's ``max_bytes``. A large group
   that is never admitted (one of 20,000 members cannot fit 40 items) never has its text built.
 """
 
@@ -26,10 +29,14 @@ import polars as pl
 from assembler.contract.jsontext import quarters_of, utf8_bytes_expr
 from assembler.stages import collect
 
-__all__ = ["CONTRADICTS_KEY", "group_contradictions", "materialize_contradicts"]
+__all__ = ["CONTRADICTS_KEY", "EAGER_GROUP_SIZE", "group_contradictions", "materialize_contradicts"]
 
 CONTRADICTS_KEY = ',"contradicts":'
 """What precedes the array in the item text; measured once here (ASCII: bytes = quarters)."""
+
+EAGER_GROUP_SIZE = 32
+"""The largest group whose ``contradicts`` texts :func:`group_contradictions` builds itself (at
+most 31 ids each); a larger group's wait until the walk admits it."""
 
 
 def group_contradictions(
@@ -41,9 +48,10 @@ def group_contradictions(
     ``kind``, ``subject``, ``label``, ``weight``, ``candidate_id`` and ``id_json``. The result adds
     ``unit`` (0-based unit index per query, in unit order), ``unit_size``, ``contradicts_bytes``
     and ``contradicts_quarters`` (UTF-8 bytes and quarter-tokens of the item's ``contradicts``
-    array text, null when the candidate is in no group) and ``contradicts_json`` (that text: always
-    null here; :func:`materialize_contradicts` builds it for the groups that are admitted),
-    sorted by ``(q, unit, position)``.
+    array text, null when the candidate is in no group) and ``contradicts_json`` (that text, for
+    the members of groups of at most :data:`EAGER_GROUP_SIZE`; null for larger groups, whose
+    texts :func:`materialize_contradicts` builds once they are admitted), sorted by
+    ``(q, unit, position)``.
 
     A member's array is ``[`` + the other members' ``id_json`` joined by ``,`` + ``]``: with ``g``
     members whose ``id_json`` add up to ``S`` bytes, member ``i`` (``b_i`` bytes) has
@@ -104,24 +112,32 @@ def group_contradictions(
         )
         .drop("bucket_start", "bucket_size", "atomic", "anchor", "unit_key")
     )
+    small = pl.col("contradicts_bytes").is_not_null() & (pl.col("unit_size") <= EAGER_GROUP_SIZE)
+    units = _with_texts(units, units.filter(small))
     counts = groups.group_by("q").agg(pl.len().cast(pl.Int64).alias("contradiction_groups"))
     units_frame, counts_frame = collect(units, counts)
     return units_frame, counts_frame
 
 
 def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
-    """Fill ``contradicts_json`` for every group member in ``units``.
+    """Fill ``contradicts_json`` for every group member in ``units`` that has none yet.
 
     ``units`` holds rows of :func:`group_contradictions`' result (the admission policy passes only
-    the members of the groups the budget walk admitted: whole groups, bounded by the budget). The
-    members' ``id_json`` are joined once per group, sorted by ``candidate_id`` (string order), and
-    each member's array is that list with its own entry cut out (two slices at character offsets
-    from a running sum), so the work is the size of the output: no pairwise join.
+    the members of the groups the budget walk admitted: whole groups, bounded by the budget).
     """
-    members = (
-        units.lazy()
-        .filter(pl.col("contradicts_bytes").is_not_null())
-        .select("q", "unit", "candidate_id", "id_json")
+    unbuilt = units.lazy().filter(pl.col("contradicts_bytes").is_not_null() & pl.col("contradicts_json").is_null())
+    return collect(_with_texts(units.lazy(), unbuilt))[0]
+
+
+def _with_texts(units: pl.LazyFrame, members: pl.LazyFrame) -> pl.LazyFrame:
+    """``units`` with ``contradicts_json`` built for the rows of ``members`` (whole groups).
+
+    The members' ``id_json`` are joined once per group, sorted by ``candidate_id`` (string order),
+    and each member's array is that list with its own entry cut out (two slices at character
+    offsets from a running sum), so the work is the size of the output: no pairwise join.
+    """
+    texts = (
+        members.select("q", "unit", "candidate_id", "id_json")
         .sort("q", "unit", "candidate_id")
         .with_columns(_chars=pl.col("id_json").str.len_chars().cast(pl.Int64))
         .with_columns(
@@ -129,8 +145,10 @@ def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
             _start=(pl.col("_chars") + 1).cum_sum().over("q", "unit") - pl.col("_chars") - 1,
             _joined=pl.col("id_json").str.join(",").over("q", "unit"),
         )
-        .with_columns(
-            contradicts_json=pl.concat_str(
+        .select(
+            "q",
+            "candidate_id",
+            _built=pl.concat_str(
                 pl.lit("["),
                 # Entries before this one, without the comma that led into it ...
                 pl.col("_joined").str.slice(0, (pl.col("_start") - 1).clip(lower_bound=0)),
@@ -139,14 +157,11 @@ def materialize_contradicts(units: pl.DataFrame) -> pl.DataFrame:
                     pl.col("_start") + pl.col("_chars") + (pl.col("_start") == 0).cast(pl.Int64)
                 ),
                 pl.lit("]"),
-            )
+            ),
         )
-        .select("q", "candidate_id", "contradicts_json")
     )
-    built = (
-        units.lazy()
-        .join(members, on=["q", "candidate_id"], how="left", suffix="_built", maintain_order="left")
-        .with_columns(contradicts_json=pl.coalesce("contradicts_json_built", "contradicts_json"))
-        .drop("contradicts_json_built")
+    return (
+        units.join(texts, on=["q", "candidate_id"], how="left", maintain_order="left")
+        .with_columns(contradicts_json=pl.coalesce("_built", "contradicts_json"))
+        .drop("_built")
     )
-    return collect(built)[0]

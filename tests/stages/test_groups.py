@@ -20,7 +20,7 @@ from assembler import assemble_batch
 from assembler.contract.jsontext import escape_string, measure
 from assembler.selection import get_policy
 from assembler.stages.admission import GROUP_EXCEEDS_BUDGET
-from assembler.stages.groups import group_contradictions, materialize_contradicts
+from assembler.stages.groups import EAGER_GROUP_SIZE, group_contradictions, materialize_contradicts
 from tests.oracle.reference import assemble_reference
 
 SEP = "\x00"
@@ -96,7 +96,8 @@ def plain_rule(
 def stage(rows: list[Row], disagreement: Literal["label", "sign"] = "label") -> tuple[pl.DataFrame, pl.DataFrame]:
     """The stage, then every group's texts built (as the policy does for the admitted ones)."""
     frame, counts = group_contradictions(survivors(rows), disagreement=disagreement)
-    assert frame["contradicts_json"].null_count() == frame.height  # measured only
+    eager = frame["contradicts_bytes"].is_not_null() & (frame["unit_size"] <= EAGER_GROUP_SIZE)
+    assert frame["contradicts_json"].is_not_null().equals(eager)  # small groups built, large ones measured
     return materialize_contradicts(frame), counts
 
 
@@ -226,6 +227,7 @@ def test_no_survivors_and_no_associations() -> None:
 def test_texts_are_built_only_for_the_rows_handed_over() -> None:
     rows = [a("s", "l", "o1"), a("s", "l", "o2"), a("t", "l", "o3"), a("t", "l", "o4"), p("x")]
     frame, _ = group_contradictions(survivors(rows))
+    frame = frame.with_columns(contradicts_json=pl.lit(None, dtype=pl.String))  # as if larger than EAGER_GROUP_SIZE
     built = materialize_contradicts(frame.filter(pl.col("subject") == "t"))
     assert built["contradicts_json"].to_list() == [
         "[" + escape_string(f"association{SEP}t{SEP}l{SEP}o4") + "]",
@@ -341,13 +343,14 @@ def test_a_batch_of_many_group_sizes_equals_the_reference() -> None:
     ids=["items", "bytes", "tokens"],
 )
 def test_a_refused_group_is_measured_exactly_without_its_text(overrides: dict[str, int]) -> None:
-    record = grouped_record(30)
+    size = EAGER_GROUP_SIZE + 8  # a smaller group has its texts built with its measurements
+    record = grouped_record(size)
     tight = assemble_batch([record], overrides=overrides).selection.sort("fused_rank")
     loose = assemble_batch([record], overrides=GENEROUS_OVERRIDES).selection.sort("fused_rank")
-    members = pl.col("unit_size") == 30
-    assert tight.filter(members)["reason"].to_list() == [GROUP_EXCEEDS_BUDGET] * 30
-    assert tight.filter(members)["item_json"].null_count() == 30
-    assert tight.filter(members)["contradicts_json"].null_count() == 30
+    members = pl.col("unit_size") == size
+    assert tight.filter(members)["reason"].to_list() == [GROUP_EXCEEDS_BUDGET] * size
+    assert tight.filter(members)["item_json"].null_count() == size
+    assert tight.filter(members)["contradicts_json"].null_count() == size
     assert loose.filter(members)["admitted"].all()
     assert loose.filter(members)["item_json"].null_count() == 0
     for column in ("item_bytes", "item_quarters", "unit", "unit_size"):
