@@ -10,7 +10,7 @@ sorted ascending by string. That text is quadratic in the group's size (a group 
 
 * :func:`group_contradictions` groups by key and measures each member's ``contradicts`` array by
   arithmetic from per-group sums (``contradicts_bytes``/``contradicts_quarters``), in time and
-  memory linear in the number of survivors; it builds no text.
+  memory linear in the number of survivors.
 * A group of at most :data:`EAGER_GROUP_SIZE` members gets its texts at once, in the same query:
   each holds fewer ids than that bound, so building them is linear in the survivors (and a chunk
   of typical pools, whose groups are a few members each, needs no second pass).
@@ -36,7 +36,7 @@ CONTRADICTS_KEY = ',"contradicts":'
 
 EAGER_GROUP_SIZE = 32
 """The largest group whose ``contradicts`` texts :func:`group_contradictions` builds itself (at
-most 31 ids each); a larger group's wait until the walk admits it."""
+most 31 ids each); a larger group's texts wait until the walk admits it."""
 
 
 def group_contradictions(
