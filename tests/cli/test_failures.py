@@ -419,3 +419,41 @@ def test_a_killed_worker_exits_1_with_one_line_and_leaves_nothing(big_input: Pat
     assert err == "assembler: error: a worker process ended abruptly (killed, or out of memory)\n"
     assert status == 1
     assert_cleaned_up(tmp_path, workers)
+
+
+# A Ctrl-C as Polars starts to load, in the first half second of a run: the command's own interruption.
+INTERRUPT_AT_POLARS = """
+import importlib.abc, os, runpy, signal, sys
+
+class CtrlCAtPolars(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "polars":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, CtrlCAtPolars())
+sys.argv = ["assembler", "--version"]
+if "{entry}" == "module":
+    runpy.run_module("assembler", run_name="__main__")
+else:
+    from assembler.cli import main
+    sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str) -> None:
+    """``python -m assembler`` and the ``assembler`` script alike (the script calls ``main`` of
+    ``assembler.cli``): importing the package loads neither Polars nor Arrow, so the interruption
+    lands where the command handles it."""
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_AT_POLARS.replace("{entry}", entry)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert done.stderr == "assembler: interrupted\n"
+    assert done.returncode == 130
+    assert done.stdout == ""
