@@ -78,8 +78,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``assembler`` command; returns the exit status."""
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)  # a Ctrl-C while the parser is built is handled too
         with _sigterm_as_interrupt():
             status: int = args.run(args)
             try:
