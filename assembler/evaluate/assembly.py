@@ -26,6 +26,7 @@ from typing import Any
 
 from assembler.contract.request import Limits, check_overrides
 from assembler.run.batch import assemble_table, lines_table
+from assembler.run.signals import held_signals
 from assembler.selection import SelectionPolicy
 
 __all__ = ["Assembled", "assemble_case", "assemble_cases", "evidence_block", "project"]
@@ -112,7 +113,8 @@ def assemble_cases(
     given = texts if texts is not None else [None] * len(records)
     lines = [case_line(raw, limit, text).encode() for (raw, limit), text in zip(records, given, strict=True)]
     checked = check_overrides(limit_overrides(limits))
-    texts = assemble_table(lines_table(lines), overrides=checked, policy=policy, on_error="stop").batch.packages
+    with held_signals():  # a Ctrl-C inside Polars' native code would come out as another error
+        texts = assemble_table(lines_table(lines), overrides=checked, policy=policy, on_error="stop").batch.packages
     per_case_ms = (time.perf_counter() - start) * 1000.0 / len(records)
     return [assembled(text, limit, per_case_ms) for text, (_, limit) in zip(texts, records, strict=True)]
 

@@ -27,6 +27,7 @@ from assembler.run.io import RawRecord, is_parquet, read_raw
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError
 from assembler.run.outputs import run_outputs
 from assembler.run.paths import refuse_same_files
+from assembler.run.signals import held_signals
 
 __all__ = ["AssessSummary", "run_assess"]
 
@@ -104,7 +105,8 @@ def run_assess(
     assembled_at = format_timestamp(clock())
     with run_outputs(output, False, on_error, errors_path) as (out, rejects):
         for chunk in _chunks(_parsed(read_raw(inputs), rejects.reject, options), chunk_size):
-            results = assess_parsed(chunk, assembled_at, options)
+            with held_signals():  # as a chunk is assembled (assembler.run.signals)
+                results = assess_parsed(chunk, assembled_at, options)
             out.handle.write("".join(line + "\n" for line in result_lines(results)))
             summary.runs += results.height
             for level, count in results.group_by("support_level").len().iter_rows():

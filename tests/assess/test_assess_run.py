@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import assembler.run.assess as run_module
 from assembler.assess import assess_package
 from assembler.cli import main
 from assembler.errors import UsageError
@@ -253,3 +255,25 @@ def test_assemble_assess_skips_bad_records(
     assert [row["query_id"] for row in rows] == ["a", "b"]
     assert all(row["assessment"]["support_level"] == "partial" for row in rows)
     assert (tmp_path / "out.jsonl.errors.jsonl").exists()
+
+
+def test_a_ctrl_c_while_a_chunk_is_assessed_is_raised_once_it_is_done(
+    tmp_path: Path, write_jsonl: JsonlWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As in ``assemble``: held while Polars assesses the chunk, then delivered; nothing is left."""
+    finished: list[int] = []
+    real = run_module.assess_parsed
+
+    def interrupted(chunk: Any, *args: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)
+        result = real(chunk, *args)
+        finished.append(len(chunk))
+        return result
+
+    monkeypatch.setattr(run_module, "assess_parsed", interrupted)
+    source = write_jsonl("runs.jsonl", [good("a"), good("b")])
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        run_assess([str(source)], str(out))
+    assert finished == [2]
+    assert not out.exists()

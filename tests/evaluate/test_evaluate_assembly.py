@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +202,22 @@ def test_a_sweep_assembles_each_budget_in_one_batch(monkeypatch: pytest.MonkeyPa
     sizes = _count_pipeline_calls(monkeypatch)
     run_sweep(evalset, lanes, parse_budgets("items=2,5,default"), "contract", out_dir=str(tmp_path))
     assert sizes == [len(evalset.cases)] * 3  # the baseline runs never call the pipeline
+
+
+def test_a_ctrl_c_during_the_assembly_step_is_raised_once_it_is_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held while the pipeline runs, as in ``assemble`` (raised inside Polars' native code, it came
+    out as another error with a traceback); delivered as soon as the step ends."""
+    finished: list[int] = []
+
+    def interrupted(table: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C as the pipeline starts
+        result = assemble_table(table, **kwargs)
+        finished.append(table.num_rows)
+        return result
+
+    monkeypatch.setattr(assembly_module, "assemble_table", interrupted)
+    evalset = load_eval(str(DATA / "eval.jsonl"))
+    lanes = load_lanes(str(DATA / "lanes.jsonl"), evalset)
+    with pytest.raises(KeyboardInterrupt):
+        assemble_cases([(dump.raw, 5) for dump in lanes.records], DEFAULTS, CONTRACT)
+    assert finished == [len(lanes.records)]
