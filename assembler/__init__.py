@@ -64,7 +64,8 @@ _HOMES = {
     "get_policy": "assembler.selection",
     "policies": "assembler.selection",
 }
-"""Where each public name lives."""
+"""Where each public name lives: the same names as ``__all__`` and the imports for type checkers
+above (tests/test_layout.py checks that every name of ``__all__`` resolves)."""
 
 
 def __getattr__(name: str) -> typing.Any:
