@@ -214,32 +214,50 @@ class Claims:
     """
 
     SENT, STARTED, TAKEN_BACK = 0, 1, 2
+    COMMAND_WAIT_SECONDS = 5.0
+    """How long the command waits for the lock (held for microseconds, unless a worker was killed
+    holding it: then the command claims nothing, and the broken pool ends the run)."""
 
     def __init__(self, slots: int) -> None:
         self.states: Any = multiprocessing.get_context("spawn").Array("b", slots)
         self.sent = 0
 
     def send(self) -> int:
-        """The slot of the next chunk sent."""
+        """The slot of the next chunk sent. Written without the lock: the slot's earlier chunk is
+        done, so no worker reads or writes it until this chunk is sent."""
         slot = self.sent % len(self.states)
         self.sent += 1
-        self.states[slot] = self.SENT
+        self.states.get_obj()[slot] = self.SENT
         return slot
 
     def claim(self, slot: int, claimant: int) -> bool:
-        """Mark a sent chunk ``STARTED`` or ``TAKEN_BACK``, unless it was claimed already."""
-        with self.states.get_lock():
-            if self.states[slot] != self.SENT:
+        """Mark a sent chunk ``STARTED`` (a worker) or ``TAKEN_BACK`` (the command), unless it was
+        claimed already."""
+        with self._locked(claimant == self.TAKEN_BACK) as states:
+            if states is None or states[slot] != self.SENT:
                 return False
-            self.states[slot] = claimant
+            states[slot] = claimant
             return True
 
     def take_back_all(self) -> None:
         """Claim for the command every chunk no worker has started (the workers then skip them)."""
-        with self.states.get_lock():
-            for slot in range(len(self.states)):
-                if self.states[slot] == self.SENT:
-                    self.states[slot] = self.TAKEN_BACK
+        with self._locked(True) as states:
+            for slot in range(len(states) if states is not None else 0):
+                if states[slot] == self.SENT:
+                    states[slot] = self.TAKEN_BACK
+
+    @contextmanager
+    def _locked(self, command: bool) -> Iterator[Any]:
+        """The states, under the lock (read and written directly: each access of the synchronized
+        array would take the lock again), or ``None`` if the command could not have the lock. A
+        worker waits for it as long as it takes."""
+        lock = self.states.get_lock()
+        locked = lock.acquire(timeout=self.COMMAND_WAIT_SECONDS if command else None)
+        try:
+            yield self.states.get_obj() if locked else None
+        finally:
+            if locked:
+                lock.release()
 
 
 _WORKER_CLAIMS: Claims | None = None

@@ -453,3 +453,32 @@ def test_a_worker_killed_after_the_command_took_back_queued_chunks_is_a_worker_e
     assert not out.exists()
     assert "Traceback" not in capfd.readouterr().err
     assert not multiprocessing.active_children()
+
+
+def test_the_command_claims_nothing_while_a_dead_worker_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed inside its claim leaves the lock held: the command does not wait forever
+    (the pool is broken then, and the run ends with WorkerError); a free lock claims as usual."""
+    monkeypatch.setattr(pool.Claims, "COMMAND_WAIT_SECONDS", 0.05)
+    claims = pool.Claims(4)
+    first = claims.send()
+    claims.send()
+    held, released = threading.Event(), threading.Event()
+
+    def hold() -> None:  # as a worker killed inside its claim would, until the end of the test
+        with claims.states.get_lock():
+            held.set()
+            released.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    assert not claims.claim(first, pool.Claims.TAKEN_BACK)
+    claims.take_back_all()  # returns, changes nothing
+    assert list(claims.states.get_obj()) == [pool.Claims.SENT] * 2 + [0, 0]
+    released.set()
+    holder.join()
+    free = pool.Claims(4)
+    slot = free.send()
+    assert free.claim(slot, pool.Claims.STARTED)
+    assert not free.claim(slot, pool.Claims.TAKEN_BACK)  # a worker had it first
+    assert [free.send() for _ in range(4)] == [1, 2, 3, 0]  # slots are reused in turn
