@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import signal
-import sys
 from collections.abc import Sequence
+
+from assembler.cli.stopped import interrupted
 
 __all__ = ["main"]
 
@@ -19,6 +20,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from assembler.cli.main import main as run
     except KeyboardInterrupt:
-        print("assembler: interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
+        return interrupted(signal.SIGINT)
     return run(argv)

@@ -20,13 +20,11 @@ from types import FrameType
 
 from assembler import __version__
 from assembler.cli import assemble, assess, evaluate, lanes
+from assembler.cli.stopped import interrupted
 from assembler.errors import AssemblerError
 from assembler.run.paths import shown
 
 __all__ = ["Terminated", "main"]
-
-INTERRUPTED = 128 + signal.SIGINT
-TERMINATED = 128 + signal.SIGTERM
 
 
 class Terminated(KeyboardInterrupt):
@@ -97,9 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except KeyboardInterrupt as exc:
-        terminated = isinstance(exc, Terminated)
-        print(f"assembler: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
-        return TERMINATED if terminated else INTERRUPTED
+        return interrupted(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     except MemoryError:
         _error("out of memory")
         return 1

@@ -501,9 +501,8 @@ def _worker_threads(threads: int) -> Iterator[None]:
 
 def _shut_down(executor: ProcessPoolExecutor) -> None:
     """Wait for the workers to exit. After a clean run they are idle; otherwise the command has
-    taken back the chunks no worker started (a worker skips them) and the ones a worker holds (at
-    most two each: one running, one waiting) are finished, their results unwanted (a worker writes
-    nothing). Terminating the workers instead could cut a result short in the results pipe, and
-    Python's pool then waits for its rest forever. Either way the pool's own thread has reaped
-    every worker on return."""
+    taken back the chunks no worker started (a worker skips them) and the ones a worker started
+    are finished, their results unwanted (a worker writes nothing). Terminating the workers
+    instead could cut a result short in the results pipe, and Python's pool then waits for its rest
+    forever. Either way the pool's own thread has reaped every worker on return."""
     executor.shutdown(wait=True)
