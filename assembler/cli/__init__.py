@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Sequence
 
 from assembler.cli.stopped import interrupted
 
-__all__ = ["main"]
+__all__ = ["POLARS_THREADS", "main"]
+
+POLARS_THREADS = "1"
+"""Polars' thread pool in each process of the command, unless ``POLARS_MAX_THREADS`` is set.
+
+A process assembles one chunk (a few hundred queries, a few thousand rows per frame) at a time,
+too little for Polars' threads to pay: the command uses more cores with more processes
+(``--workers``). On two cores, one process took the same CPU and wall time with one thread as
+with two, and a run on both cores 7 % less of each, since the command's threads no longer compete
+with its worker's (docs/performance.md, "Polars' threads"). The Python API leaves Polars to its
+own default (one thread per CPU); the pool's workers get their share of the CPUs either way."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -15,10 +26,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     The commands, and Polars, Arrow and NumPy behind them, load here rather than on ``import``: a
     Ctrl-C while they load (the first half second of every run) is the command's one-line
-    interruption, status 130, not a traceback from the middle of an import.
+    interruption, status 130, not a traceback from the middle of an import. Polars' thread pool
+    is sized before it loads (:data:`POLARS_THREADS`).
     """
+    sized = "POLARS_MAX_THREADS" not in os.environ
+    if sized:  # for this run only: a caller's process gets its environment back
+        os.environ["POLARS_MAX_THREADS"] = POLARS_THREADS
     try:
         from assembler.cli.main import main as run
-    except KeyboardInterrupt:
+
+        return run(argv)
+    except KeyboardInterrupt:  # while the commands load (the command handles its own)
         return interrupted(signal.SIGINT)
-    return run(argv)
+    finally:
+        if sized:
+            os.environ.pop("POLARS_MAX_THREADS", None)

@@ -546,3 +546,21 @@ def test_evaluate_usage_shows_eval_and_lanes_as_required(capsys: pytest.CaptureF
         main(["evaluate", "--help"])
     usage = capsys.readouterr().out.split("\n\n")[0]
     assert "--eval EVAL.jsonl --lanes LANES" in usage and "[--eval" not in usage
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "0 1 None"), ("2", "0 2 2")])
+def test_the_command_runs_polars_on_one_thread_unless_told(given: str | None, expected: str, tmp_path: Path) -> None:
+    """The command sizes Polars' thread pool before Polars loads (``POLARS_THREADS``), leaves a
+    ``POLARS_MAX_THREADS`` the user set alone, and gives its caller the environment back."""
+    env = {name: value for name, value in os.environ.items() if name != "POLARS_MAX_THREADS"}
+    if given is not None:
+        env["POLARS_MAX_THREADS"] = given
+    script = (
+        "import os\n"
+        "from assembler.cli import main\n"
+        f"status = main(['assemble', {str(SAMPLE)!r}, '-o', {str(tmp_path / 'out.jsonl')!r}, '-q'])\n"
+        "import polars\n"
+        "print(status, polars.thread_pool_size(), os.environ.get('POLARS_MAX_THREADS'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.split("\n")[0] == expected
