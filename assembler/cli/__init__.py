@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Sequence
 
 from assembler.cli.stopped import interrupted
+from assembler.run.environment import environment_defaults
 
 __all__ = ["POLARS_THREADS", "main"]
 
@@ -29,15 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     interruption, status 130, not a traceback from the middle of an import. Polars' thread pool
     is sized before it loads (:data:`POLARS_THREADS`).
     """
-    sized = "POLARS_MAX_THREADS" not in os.environ
-    if sized:  # for this run only: a caller's process gets its environment back
-        os.environ["POLARS_MAX_THREADS"] = POLARS_THREADS
-    try:
-        from assembler.cli.main import main as run
+    with environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
+        try:
+            from assembler.cli.main import main as run
 
-        return run(argv)
-    except KeyboardInterrupt:  # while the commands load (the command handles its own)
-        return interrupted(signal.SIGINT)
-    finally:
-        if sized:
-            os.environ.pop("POLARS_MAX_THREADS", None)
+            return run(argv)
+        except KeyboardInterrupt:  # while the commands load (the command handles its own)
+            return interrupted(signal.SIGINT)

@@ -58,6 +58,7 @@ from assembler.run.batch import (
     record_texts,
     rejected_entries,
 )
+from assembler.run.environment import environment_defaults
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
@@ -425,8 +426,9 @@ def run_pooled(
             if slot is not None and claims.claim(slot, Claims.TAKEN_BACK):
                 pending[index] = (table, None, assembled_here(table))
 
+    # Each worker's thread pools get its share of the CPUs (this process's are sized already).
     # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.
-    with _worker_threads(max(1, usable_cpus() // workers)):
+    with environment_defaults(dict.fromkeys(THREAD_VARIABLES, str(max(1, usable_cpus() // workers)))):
         executor = ProcessPoolExecutor(
             started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(claims,)
         )
@@ -484,19 +486,6 @@ def _spawning(may_spawn: bool) -> Iterator[None]:
         return
     with held_signals(ignore_interrupt=True):
         yield
-
-
-@contextmanager
-def _worker_threads(threads: int) -> Iterator[None]:
-    """Set :data:`THREAD_VARIABLES` that are unset to ``threads`` (for the spawned workers to
-    inherit; this process's pools are sized already); restore them after."""
-    added = [name for name in THREAD_VARIABLES if name not in os.environ]
-    os.environ.update(dict.fromkeys(added, str(threads)))
-    try:
-        yield
-    finally:
-        for name in added:
-            os.environ.pop(name, None)
 
 
 def _shut_down(executor: ProcessPoolExecutor) -> None:
