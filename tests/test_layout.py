@@ -26,6 +26,8 @@ ALLOWED = {
     "retrieval": {"errors", "contract", "stages", "run"},
     "analysis": _BELOW_RUN | {"run"},
     "evaluate": _BELOW_RUN | {"run"},
+    # Records from Python retrievers' results (the lanes build's fusion rule), packages back to them.
+    "adapters": {"errors", "contract", "stages", "retrieval"},
 }
 NOBODY_IMPORTS = {"cli"}  # the top floor: only ``assembler.__main__`` imports it
 

@@ -22,7 +22,8 @@ from assembler.evaluate.corpus import Corpus, load_corpus, preflight
 from assembler.evaluate.dump import CaseLanes, file_digest, load_lanes
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.harness import RunConfig, run_artifact
-from assembler.evaluate.loader import EvalSet, check_limits, load_eval
+from assembler.evaluate.loader import MAX_LIMIT, EvalSet, check_limits, load_eval
+from assembler.evaluate.qrels import QrelsSet, load_qrels_set, qrels_block, qrels_summary
 from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
 from assembler.run.paths import refuse_same_files
@@ -87,7 +88,7 @@ class _Inputs:
 def _inputs(args: argparse.Namespace) -> _Inputs:
     """Checks in the spec's order: eval file, limits, thresholds file, the lane dump and the corpus
     snapshot (in place of the server), then the source preflight."""
-    evalset = load_eval(args.eval)
+    evalset = _cases(args)
     check_limits(evalset)
     thresholds = None
     if getattr(args, "thresholds", None):
@@ -105,8 +106,17 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     return _Inputs(evalset, thresholds, lanes, corpus, paths)
 
 
+def _cases(args: argparse.Namespace) -> EvalSet:
+    """The eval file's cases, or those of ``--qrels`` with ``--queries`` (``--limit`` each)."""
+    if args.qrels is not None:
+        return load_qrels_set(args.qrels, args.queries, args.limit)
+    if args.limit is not None:
+        raise EvaluateError("--limit needs --qrels (an eval file sets each case's options.limit)")
+    return load_eval(args.eval)
+
+
 def _warnings(evalset: EvalSet, lanes: CaseLanes) -> list[str]:
-    warnings = []
+    warnings = list(evalset.warnings) if isinstance(evalset, QrelsSet) else []
     for case in evalset.cases:
         filters = case.options.retrieval_filters()
         if filters:
@@ -120,9 +130,17 @@ def _warnings(evalset: EvalSet, lanes: CaseLanes) -> list[str]:
 
 
 def _require(args: argparse.Namespace, command: str) -> None:
-    for flag in ("eval", "lanes"):
-        if getattr(args, flag, None) is None:
-            raise EvaluateError(f"--{flag} FILE is required — try 'assembler {command} --help'")
+    if args.eval is not None and (args.qrels is not None or args.queries is not None):
+        raise EvaluateError("--eval and --qrels/--queries are alternatives: give one or the other")
+    if (args.qrels is None) != (args.queries is None):
+        given, missing = ("--qrels", "--queries") if args.queries is None else ("--queries", "--qrels")
+        raise EvaluateError(f"{given} needs {missing} FILE (judgments and query texts go together)")
+    if args.eval is None and args.qrels is None:
+        raise EvaluateError(
+            f"--eval FILE is required (or --qrels FILE --queries FILE) — try 'assembler {command} --help'"
+        )
+    if args.lanes is None:
+        raise EvaluateError(f"--lanes FILE is required — try 'assembler {command} --help'")
 
 
 def _policy(args: argparse.Namespace) -> str:
@@ -165,12 +183,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         corpus=given.corpus,
         corpus_paths=given.corpus_paths,
     )
+    if isinstance(given.evalset, QrelsSet):
+        artifact["qrels"] = qrels_block(given.evalset, artifact)
     if given.thresholds is not None:
         artifact["thresholds"] = evaluate_gate(given.thresholds, artifact)
     else:
         _stderr([f"{PREFIX}no --thresholds given — this run is report-only and always exits 0"])
     write_json(args.out, artifact)
-    lines = [*run_summary(artifact), f"wrote {args.out}"]
+    lines = [*run_summary(artifact), *qrels_summary(artifact.get("qrels")), f"wrote {args.out}"]
     if artifact["thresholds"] is not None:
         lines.extend(threshold_summary(artifact["thresholds"]))
     (_stderr if args.out == "-" else _print)(lines)
@@ -184,7 +204,7 @@ def _print(lines: Sequence[str]) -> None:
 
 def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]:
     """The input files of a run, by flag."""
-    names = ("eval", "lanes", "sources", "citations", "policy_config", *extra)
+    names = ("eval", "qrels", "queries", "lanes", "sources", "citations", "policy_config", *extra)
     return {"--" + name.replace("_", "-"): getattr(args, name, None) for name in names}
 
 
@@ -242,6 +262,26 @@ def _policy_config_flag(parser: argparse.ArgumentParser) -> None:
         action=_Once,
         metavar="TUNED.json",
         help="apply a tuned quality setting (as 'evaluate tune' writes it); implies --policy quality",
+    )
+
+
+def _case_limit(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"needs an integer from 1 to {MAX_LIMIT}, got {value}")
+    return value
+
+
+def _qrels_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("a standard labelled set in place of --eval (docs/evaluate.md)")
+    group.add_argument("--qrels", action=_Once, metavar="QRELS", help="TREC or BEIR qrels (gzip accepted)")
+    group.add_argument("--queries", action=_Once, metavar="QUERIES", help="BEIR queries.jsonl or qid<TAB>text lines")
+    group.add_argument(
+        "--limit",
+        action=_Once,
+        type=_case_limit,
+        metavar="K",
+        help="with --qrels: hits kept per case, the k of every @k (default 10)",
     )
 
 
@@ -336,6 +376,7 @@ def _tune_parser(sub: Any) -> None:
     required = tune.add_argument_group("required arguments")
     required.add_argument("--eval", action=_Once, metavar="EVAL.jsonl", help="eval file (taguru_eval: 1)")
     required.add_argument("--lanes", action=_Once, metavar="LANES", help="lane dump (.jsonl or .parquet)")
+    _qrels_flags(tune)
     _corpus_flags(tune)
     tune.add_argument(
         "--budgets",
@@ -407,6 +448,7 @@ def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     required = parser.add_argument_group("required arguments")
     required.add_argument("--eval", action=_Once, metavar="EVAL.jsonl", help="eval file (taguru_eval: 1)")
     required.add_argument("--lanes", action=_Once, metavar="LANES", help="lane dump (.jsonl or .parquet)")
+    _qrels_flags(parser)
     parser.add_argument(
         "--policy",
         action=_Once,
