@@ -9,7 +9,14 @@ import polars as pl
 from assembler.analysis.frames import candidate_frame, group_frame
 from assembler.pipeline import BatchResult
 
-__all__ = ["explain_frame", "render_explanation"]
+__all__ = ["WALK_LEGEND", "explain_frame", "render_explanation"]
+
+WALK_LEGEND = (
+    "admission walk (tier, novel/repeat source, decision, the item's own bytes, then the package's usage after it):",
+    "  usage is the package's bytes_used / tokens_used so far: the items, the citation entries they bring",
+    "  (each locator paid once) and the arrays' brackets and commas, so it can grow by more than the item",
+)
+"""The lines that head the walk in :func:`render_explanation`."""
 
 
 def explain_frame(result: BatchResult, query_id: str) -> pl.DataFrame:
@@ -46,7 +53,7 @@ def render_explanation(result: BatchResult, query_id: str) -> str:
     lines += ["", f"contradiction groups: {groups.height}"]
     for unit, ranks in groups.select("group", "fused_ranks").iter_rows():
         lines.append(f"  unit {unit}: fused ranks {', '.join(map(str, ranks))}")
-    lines += ["", "admission walk (tier, novel/repeat source, decision, running usage):"]
+    lines += ["", *WALK_LEGEND]
     walked = frame.filter(pl.col("walk_step").is_not_null()).sort("walk_step")
     for row in walked.iter_rows(named=True):
         verdict = "admitted" if row["admitted"] else f"omitted {row['reason']}"
