@@ -1,11 +1,22 @@
-"""Griffe extension: the docstrings' doctest examples (``>>>`` lines and their output) are shown as
-Python console code on the API pages, not read as Markdown (where ``x["a"]["b"]`` is a link)."""
+"""Griffe extension: docstrings written for Python's own tools read well as Markdown on the API pages.
+
+Doctest examples (``>>>`` lines and their output) are shown as Python console code, not read as
+Markdown (where ``x["a"]["b"]`` is a link); Sphinx roles (``:func:`~assembler.pipeline.assemble```)
+become code spans (``assemble``)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import griffe
+
+_ROLE = re.compile(r":(?:func|class|meth|attr|data|mod|exc|obj|const):`(~?)([^`]+)`")
+
+
+def plain_roles(text: str) -> str:
+    """Sphinx roles as code spans: ``:func:`~a.b.c``` is ```c```, ``:func:`a.b.c``` is ```a.b.c```."""
+    return _ROLE.sub(lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", text)
 
 
 def fence_doctests(text: str) -> str:
@@ -32,5 +43,5 @@ def fence_doctests(text: str) -> str:
 
 class DoctestBlocks(griffe.Extension):
     def on_instance(self, *, obj: griffe.Object, **_: Any) -> None:
-        if obj.docstring is not None and ">>>" in obj.docstring.value:
-            obj.docstring.value = fence_doctests(obj.docstring.value)
+        if obj.docstring is not None:
+            obj.docstring.value = plain_roles(fence_doctests(obj.docstring.value))
