@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 
-from assembler.cli.stopped import interrupted
+from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
 from assembler.run.environment import environment_defaults
 
 __all__ = ["POLARS_THREADS", "main"]
@@ -26,13 +25,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     The commands, and Polars, Arrow and NumPy behind them, load here rather than on ``import``: a
     Ctrl-C while they load (the first half second of every run) is the command's one-line
-    interruption, status 130, not a traceback from the middle of an import. Polars' thread pool
-    is sized before it loads (:data:`POLARS_THREADS`).
+    interruption, status 130, not a traceback from the middle of an import. SIGTERM, SIGHUP and
+    SIGQUIT raise from here on too (:func:`~assembler.cli.stopped.stop_on_signals`: statuses 143,
+    129 and 131), never their default action. Polars' thread pool is sized before it loads
+    (:data:`POLARS_THREADS`).
     """
-    with environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
-        try:
+    try:
+        with stop_on_signals(), environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
             from assembler.cli.main import main as run
 
             return run(argv)
-        except KeyboardInterrupt:  # while the commands load (the command handles its own)
-            return interrupted(signal.SIGINT)
+    except KeyboardInterrupt as exc:  # while the commands load (the command handles its own)
+        return interrupted(stopped_by(exc))

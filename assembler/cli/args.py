@@ -73,7 +73,11 @@ def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> Non
         default="stop",
         help="stop at the first bad record (default), or skip it into the errors file",
     )
-    parser.add_argument("--errors", metavar="FILE", help="errors file for --on-error skip (default: OUT.errors.jsonl)")
+    parser.add_argument(
+        "--errors",
+        metavar="FILE",
+        help="errors file for --on-error skip (default: OUT.errors.jsonl; required with -o -)",
+    )
     parser.add_argument(
         "--chunk-size",
         type=positive_integer,
@@ -84,12 +88,19 @@ def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> Non
 
 
 def errors_path(args: argparse.Namespace) -> str | None:
-    """Where ``--on-error skip`` writes rejected records (``OUT.errors.jsonl`` unless ``--errors``)."""
+    """Where ``--on-error skip`` writes rejected records: ``--errors``, else ``OUT.errors.jsonl``.
+    Standard output has no name to put ``.errors.jsonl`` after: with ``-o -``, ``--errors`` is
+    required (a file in the working folder nobody asked for would be a surprise)."""
     if args.on_error != "skip":
         return None
     if args.errors:
         return str(args.errors)
-    return "rejected.jsonl" if args.output == "-" else f"{args.output}.errors.jsonl"
+    if args.output == "-":
+        raise UsageError(
+            "--on-error skip with -o - (standard output) needs --errors FILE: the default errors file "
+            "is OUT.errors.jsonl, and standard output has no name"
+        )
+    return f"{args.output}.errors.jsonl"
 
 
 def policy_from_flags(policy: str | None, policy_config: str | None) -> SelectionPolicy:

@@ -23,9 +23,10 @@ from assembler.cli.args import (
     policy_from_flags,
     positive_integer,
 )
-from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_args
+from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_args, write_rerank_metrics
 from assembler.errors import UsageError
 from assembler.pipeline import assemble_records
+from assembler.run.atomic import commit_together
 from assembler.run.io import is_parquet, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
@@ -125,8 +126,21 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
         policy=policy_from_flags(args.policy, args.policy_config),
         assess=args.assess,
         reranker=reranker,
-        workers=args.workers,  # None: chosen from the input's size
+        workers=_capped_workers(args.workers),  # None: chosen from the input's size
     )
+
+
+def _capped_workers(workers: int | None) -> int | None:
+    """``--workers``, at most one per usable CPU: more processes than CPUs only compete (and each
+    costs an interpreter's start and memory); a warning says so."""
+    cpus = usable_cpus()
+    if workers is None or workers <= cpus:
+        return workers
+    print(
+        f"assembler: warning: --workers {workers} is more than the {cpus} CPU(s) this process may use: using {cpus}",
+        file=sys.stderr,
+    )
+    return cpus
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
@@ -141,12 +155,14 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
     update, close = _progress(not args.quiet, inputs)
     try:
         summary: RunSummary
-        if args.engine == "ray":
-            from assembler.run.ray import run_ray_assembly  # Ray is an optional extra
+        with commit_together():  # packages, errors file and metrics land together, or none does
+            if args.engine == "ray":
+                from assembler.run.ray import run_ray_assembly  # Ray is an optional extra
 
-            summary = run_ray_assembly(inputs, args.output, options, progress=update, address=args.ray_address)
-        else:
-            summary = run_assembly(inputs, args.output, options, progress=update)
+                summary = run_ray_assembly(inputs, args.output, options, progress=update, address=args.ray_address)
+            else:
+                summary = run_assembly(inputs, args.output, options, progress=update)
+            write_rerank_metrics(args, reranker)
     finally:
         close()
     if not args.quiet:

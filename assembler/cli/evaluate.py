@@ -26,6 +26,7 @@ from assembler.evaluate.loader import MAX_LIMIT, EvalSet, check_limits, load_eva
 from assembler.evaluate.qrels import QrelsSet, load_qrels_set, qrels_block, qrels_summary
 from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
+from assembler.run.atomic import commit_together
 from assembler.run.paths import refuse_same_files
 from assembler.selection import get_policy, policies, register_policy
 
@@ -219,7 +220,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from assembler.evaluate.sweep import MODES, parse_budgets, run_name, run_sweep, write_sweep
+    from assembler.evaluate.sweep import MODES, RUNS, parse_budgets, run_name, run_sweep, write_sweep
 
     _require(args, "evaluate sweep")
     policy = _policy(args)
@@ -227,9 +228,16 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     budgets = parse_budgets(args.budgets, _overrides(args))
     if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
         raise EvaluateError(f"cannot write under {args.out_dir}: it is not a folder")
+    runs = Path(args.out_dir) / RUNS
+    if runs.exists() and not runs.is_dir():
+        raise EvaluateError(
+            f"cannot write under {runs}: it is not a folder (the sweep writes each run's artifact into "
+            f"--out-dir's {RUNS}/ folder); move it or give another --out-dir"
+        )
     names = ["sweep.csv", "sweep.json", "sweep.png", "sweep.svg"]
     names += [run_name(budget, mode) for budget in budgets for mode in MODES]
-    refuse_same_files(_input_flags(args), {"--out-dir": [str(Path(args.out_dir) / name) for name in names]})
+    out_files = [str(Path(args.out_dir) / name) for name in names]
+    refuse_same_files(_input_flags(args), {"--out-dir": out_files}, makes_folders=True)
     if not args.no_plot:
         from assembler.evaluate.plot import require_matplotlib
 
@@ -251,7 +259,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         from assembler.evaluate.plot import render_figures
 
         figures = render_figures(result, f"{evalset.name or evalset.path}: baseline vs assembly ({policy})")
-    written = write_sweep(result, args.out_dir, figures)
+    with commit_together():  # every file lands, or none is replaced
+        written = write_sweep(result, args.out_dir, figures)
     _print([*result.summary(), f"wrote {len(written)} file(s) under {args.out_dir}"])
     return 0
 

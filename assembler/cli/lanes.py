@@ -23,7 +23,8 @@ def _run(args: argparse.Namespace) -> int:
         if path is not None and not path.is_file():
             raise UsageError(f"--{name} {path}: no such file")
     inputs = ("corpus", "eval", "triples", "summaries", "contexts")
-    refuse_same_files({f"--{name}": getattr(args, name) for name in inputs}, {"-o": args.output})
+    outputs = {"-o": args.output}  # its folder is made if missing
+    refuse_same_files({f"--{name}": getattr(args, name) for name in inputs}, outputs, makes_folders=True)
     settings = Settings(
         search_limit=args.search_limit,
         pool_depth=args.pool_depth,

@@ -4,48 +4,24 @@ Exit status (docs/errors.md, README "Failure behaviour"): 0 success; 2 bad input
 clear line on stderr, never a traceback); 3 an evaluation threshold was violated; 1 an output could
 not be written (``assembler: error: cannot write OUT: <reason>``) or memory ran out; 130 Ctrl-C
 (SIGINT) and 143 SIGTERM, after the workers are ended and the temporary files removed
-(``assembler: interrupted`` / ``assembler: terminated``).
+(``assembler: interrupted`` / ``assembler: terminated``); SIGHUP 129 and SIGQUIT 131 the same way
+(``assembler: hung up`` / ``assembler: quit``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from types import FrameType
+from collections.abc import Sequence
 
 from assembler import __version__
 from assembler.cli import assemble, assess, evaluate, lanes
-from assembler.cli.stopped import interrupted
+from assembler.cli.stopped import Terminated, interrupted, stop_on_signals, stopped_by
 from assembler.errors import AssemblerError
 from assembler.run.paths import shown
 
 __all__ = ["Terminated", "main"]
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread: every cleanup that runs on Ctrl-C runs on it too."""
-
-
-def _raise_terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises :class:`Terminated` while the command runs (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _silence_stdout() -> None:
@@ -78,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``assembler`` command; returns the exit status."""
     try:
         args = _parser().parse_args(argv)  # a Ctrl-C while the parser is built is handled too
-        with _sigterm_as_interrupt():
+        with stop_on_signals():
             status: int = args.run(args)
             try:
                 sys.stdout.flush()
@@ -95,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _silence_stdout()
         return 0
     except KeyboardInterrupt as exc:
-        return interrupted(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
+        return interrupted(stopped_by(exc))
     except MemoryError:
         _error("out of memory")
         return 1

@@ -30,7 +30,7 @@ from assembler.rerank.config import (
 if TYPE_CHECKING:
     from assembler.rerank.reranker import ProviderReranker
 
-__all__ = ["add_rerank_flags", "finish_rerank", "reranker_from_args"]
+__all__ = ["add_rerank_flags", "finish_rerank", "reranker_from_args", "write_rerank_metrics"]
 
 
 def _seconds(text: str) -> float:
@@ -129,11 +129,16 @@ def reranker_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
     return build_reranker(config, concurrency=args.rerank_concurrency, deadline_secs=args.rerank_deadline)
 
 
+def write_rerank_metrics(args: argparse.Namespace, reranker: ProviderReranker | None) -> None:
+    """At the end of the run, before its outputs land: write ``--metrics-out`` (within the
+    command's ``commit_together`` block, so that it lands with the packages or none does)."""
+    if reranker is not None and args.metrics_out is not None:
+        reranker.metrics.write(args.metrics_out)
+
+
 def finish_rerank(args: argparse.Namespace, reranker: ProviderReranker | None, *, quiet: bool) -> None:
-    """After a successful run: write ``--metrics-out`` and print the reranker's summary line."""
+    """After a successful run (its outputs written): print the reranker's summary line."""
     if reranker is None:
         return
-    if args.metrics_out is not None:
-        reranker.metrics.write(args.metrics_out)
     if not quiet:
         print(reranker.summary_line(), file=sys.stderr)

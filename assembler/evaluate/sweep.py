@@ -33,11 +33,13 @@ from assembler.evaluate.harness import RunConfig, limits_json, resolve_budget, r
 from assembler.evaluate.loader import EvalSet
 from assembler.run.atomic import AtomicFile
 
-__all__ = ["Budget", "SweepResult", "parse_budgets", "run_sweep", "swept_key", "write_sweep"]
+__all__ = ["MODES", "RUNS", "Budget", "SweepResult", "parse_budgets", "run_sweep", "swept_key", "write_sweep"]
 
 _KEYS = {"items": "max_items", "bytes": "max_bytes", "tokens": "max_tokens"}
 _SHORT = {value: key for key, value in _KEYS.items()}
 MODES = ("baseline", "assembly")
+RUNS = "runs"
+"""The folder under ``--out-dir`` that holds each run's artifact."""
 TABLE_COLUMNS = ("budget", "max_items", "max_bytes", "max_tokens", "mode", "policy", "metric", "value", "n")
 SUMMARY_METRICS = (
     "recall.recall_at_k",
@@ -189,7 +191,7 @@ def run_sweep(
 def run_name(budget: Budget, mode: str) -> str:
     """The file name of one run's artifact inside ``runs/``."""
     limits = budget.limits
-    return f"runs/{mode}-items{limits.max_items}-bytes{limits.max_bytes}-tokens{limits.max_tokens}.json"
+    return f"{RUNS}/{mode}-items{limits.max_items}-bytes{limits.max_bytes}-tokens{limits.max_tokens}.json"
 
 
 def table_csv(rows: Sequence[Mapping[str, Any]]) -> str:
@@ -203,9 +205,10 @@ def table_csv(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_sweep(result: SweepResult, out_dir: str, figures: Mapping[str, bytes]) -> list[str]:
-    """Write the table (CSV, JSON), the figures and every run's artifact; return the paths."""
+    """Write the table (CSV, JSON), the figures and every run's artifact; return the paths. Within
+    :func:`~assembler.run.atomic.commit_together` (as the command does) they land together."""
     base = Path(out_dir)
-    (base / "runs").mkdir(parents=True, exist_ok=True)
+    (base / RUNS).mkdir(parents=True, exist_ok=True)
     written = []
     table = {
         "taguru_evaluation_sweep": 1,

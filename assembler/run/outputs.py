@@ -1,7 +1,9 @@
 """The output side of a run: packages, the errors file and the run's counts.
 
-Both files land only when the run finishes (:class:`~assembler.run.io.AtomicFile`). Every engine
-writes through these: the local run, the process pool's parent and the Ray driver.
+Both files land only when the run finishes, together (:class:`~assembler.run.atomic.AtomicFile`,
+:func:`~assembler.run.atomic.commit_together`: if the errors file cannot be renamed into place, the
+packages are not left replaced either). Every engine writes through these: the local run, the
+process pool's parent and the Ray driver.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from assembler.assess.packages import assessed_line, assessment_texts
 from assembler.contract.jsontext import escape_string, utf8_buffer
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import REASONS, BatchResult
-from assembler.run.atomic import AtomicFile
+from assembler.run.atomic import AtomicFile, commit_together
 from assembler.run.batch import packages_table, summary_counts
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError
@@ -115,10 +117,11 @@ class Rejects:
 def run_outputs(
     output: str, binary: bool, on_error: OnError, errors_path: str | None
 ) -> Iterator[tuple[AtomicFile, Rejects]]:
-    """The output and the rejects of a run; both land only if the block finishes."""
+    """The output and the rejects of a run; both land only if the block finishes, together (within
+    an enclosing :func:`~assembler.run.atomic.commit_together`, with the caller's other outputs)."""
     if on_error == "skip" and not errors_path:
         raise UsageError("on_error='skip' needs an errors file to put rejected records in")
-    with AtomicFile(output, binary=binary) as out:
+    with commit_together(), AtomicFile(output, binary=binary) as out:
         errors = AtomicFile(errors_path) if on_error == "skip" and errors_path else None
         try:
             rejects = Rejects(on_error, errors)

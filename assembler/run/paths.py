@@ -1,11 +1,20 @@
-"""File names in messages, and the rule that no output may be an input or another output.
+"""File names in messages, and the checks every output passes before any work.
 
 Every command (and the Python API functions that write files) calls :func:`refuse_same_files`
-before any work: writing packages over the lane dump they are read from, or the errors file over
-the packages, would destroy data and still exit 0. Two paths are "the same file" when they resolve
-to the same path (``./a`` and ``a``, a symlink and its target) or, for existing files, when they
-have the same device and inode (hard links). ``-`` (standard input or output) is never the same
-file as anything.
+before any work, for two rules:
+
+* **No output is an input or another output.** Writing packages over the lane dump they are read
+  from, or the errors file over the packages, would destroy data and still exit 0. Two paths are
+  "the same file" when they resolve to the same path (``./a`` and ``a``, a symlink and its target)
+  or, for existing files, when they have the same device and inode (hard links). ``-`` is the
+  standard stream itself: standard input for an input, standard output for an output, compared by
+  the device and inode of descriptor 0 or 1 when that is a regular file (``< in.jsonl``,
+  ``1<>in.jsonl``, ``>> in.jsonl``), as ``cat`` refuses "input file is output file". A terminal, a
+  pipe, ``/dev/null`` or any other character device is never the same file as anything.
+* **Every output can be written** (:func:`check_output`): its folder exists and may be written, it
+  is not a folder, not a symbolic-link loop, and an existing file may be written by this user (as
+  ``>``, ``sort -o`` and ``cp`` refuse a write-protected file). Without these checks a missing
+  ``--metrics-out`` folder was found after the run, once the packages had been replaced.
 
 >>> shown("in.jsonl"), shown(os.fsdecode(b"bad\\xff.jsonl"))
 ('in.jsonl', 'bad\\\\xff.jsonl')
@@ -13,12 +22,15 @@ file as anything.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from assembler.errors import UsageError
+from assembler.errors import OutputError, UsageError
 
-__all__ = ["PathGroup", "refuse_same_files", "shown"]
+__all__ = ["PathGroup", "check_output", "refuse_same_files", "shown"]
 
 STDIO = "-"
 
@@ -32,34 +44,57 @@ def shown(path: str | bytes | os.PathLike[str]) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def _flatten(group: PathGroup) -> list[tuple[str, str]]:
-    pairs: list[tuple[str, str]] = []
+@dataclass(frozen=True)
+class _Named:
+    """One labelled input or output, and what tells whether two of them are one file."""
+
+    label: str
+    name: str  # as messages show it
+    stream: int | None  # the descriptor of ``-`` (0 for an input, 1 for an output)
+    resolved: str | None  # the resolved path; None for a stream or a character device
+    inode: tuple[int, int] | None  # (device, inode) of an existing file
+
+
+def _named(label: str, path: str, descriptor: int) -> _Named:
+    if path == STDIO:
+        stream = "standard input" if descriptor == 0 else "standard output"
+        try:
+            info = os.fstat(descriptor)
+        except OSError:  # closed
+            return _Named(label, f"- ({stream})", descriptor, None, None)
+        inode = (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
+        return _Named(label, f"- ({stream})", descriptor, None, inode)
+    try:
+        info = os.stat(path)
+    except OSError:
+        return _Named(label, shown(path), None, os.path.realpath(path), None)
+    if stat.S_ISCHR(info.st_mode):  # /dev/null, a terminal: many writers and readers are fine
+        return _Named(label, shown(path), None, None, None)
+    return _Named(label, shown(path), None, os.path.realpath(path), (info.st_dev, info.st_ino))
+
+
+def _flatten(group: PathGroup, descriptor: int) -> list[_Named]:
+    named: list[_Named] = []
     for label, value in group.items():
         if value is None:
             continue
         paths = [value] if isinstance(value, str | os.PathLike) else list(value)
-        pairs.extend((label, os.fspath(path)) for path in paths if os.fspath(path) != STDIO)
-    return pairs
+        named.extend(_named(label, os.fspath(path), descriptor) for path in paths)
+    return named
 
 
-def _identity(path: str) -> tuple[str, tuple[int, int] | None]:
-    """The resolved path, and ``(device, inode)`` when the file exists."""
-    try:
-        info = os.stat(path)
-    except OSError:
-        return os.path.realpath(path), None
-    return os.path.realpath(path), (info.st_dev, info.st_ino)
+def _same(first: _Named, second: _Named) -> bool:
+    if first.stream is not None and first.stream == second.stream:
+        return False  # two outputs on standard output share one stream: nothing is renamed over the other
+    if first.inode is not None and second.inode is not None:
+        return first.inode == second.inode
+    return first.resolved is not None and first.resolved == second.resolved
 
 
-def _same(first: tuple[str, tuple[int, int] | None], second: tuple[str, tuple[int, int] | None]) -> bool:
-    if first[1] is not None and second[1] is not None:
-        return first[1] == second[1]
-    return first[0] == second[0]
-
-
-def refuse_same_files(inputs: PathGroup, outputs: PathGroup) -> None:
+def refuse_same_files(inputs: PathGroup, outputs: PathGroup, *, makes_folders: bool = False) -> None:
     """Raise :class:`~assembler.errors.UsageError` if an output is the same file as an input or as
-    another output; the message names both by their labels.
+    another output (the message names both by their labels), then check that every output can be
+    written (:func:`check_output`; ``makes_folders``: the writer creates missing folders).
 
     The labels are the caller's words: argument names for the Python API (``output``,
     ``errors_path``), flag names on the command line (``-o``, ``--errors``).
@@ -68,14 +103,77 @@ def refuse_same_files(inputs: PathGroup, outputs: PathGroup) -> None:
     Traceback (most recent call last):
     ...
     assembler.errors.UsageError: output ./a.jsonl is the same file as inputs a.jsonl: refusing to overwrite it
-    >>> refuse_same_files({"inputs": "-"}, {"output": "-", "errors_path": "e.jsonl"})
+    >>> refuse_same_files({"inputs": "-"}, {"output": "-", "errors_path": "-"})
     """
-    named_outputs = [(label, path, _identity(path)) for label, path in _flatten(outputs)]
-    named_inputs = [(label, path, _identity(path)) for label, path in _flatten(inputs)]
-    for index, (label, path, identity) in enumerate(named_outputs):
-        for other_label, other_path, other in named_inputs + named_outputs[:index]:
-            if _same(identity, other):
+    named_outputs = _flatten(outputs, 1)
+    named_inputs = _flatten(inputs, 0)
+    for index, output in enumerate(named_outputs):
+        for other in named_inputs + named_outputs[:index]:
+            if _same(output, other):
                 raise UsageError(
-                    f"{label} {shown(path)} is the same file as {other_label} {shown(other_path)}: "
+                    f"{output.label} {output.name} is the same file as {other.label} {other.name}: "
                     "refusing to overwrite it"
                 )
+    for value in outputs.values():
+        if value is None:
+            continue
+        for path in [value] if isinstance(value, str | os.PathLike) else list(value):
+            check_output(os.fspath(path), makes_folders=makes_folders)
+
+
+def _read_only(folder: str) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def check_output(path: str | os.PathLike[str], *, makes_folders: bool = False) -> None:
+    """Refuse an output that could not be written, before any work.
+
+    * a symbolic-link loop, a folder, or a path under a regular file: :class:`UsageError` (exit 2);
+    * a missing folder (unless ``makes_folders``: then the nearest existing one is checked):
+      :class:`UsageError`;
+    * an existing file this user may not write (``os.access``; for root only a read-only file
+      system refuses, as for ``cp``): :class:`UsageError`, ``refusing to replace``: nothing is
+      replaced, as ``>``, ``sort -o`` and ``cp`` refuse;
+    * a folder this user may not create files in, or a read-only file system:
+      :class:`~assembler.errors.OutputError` (exit 1), as the write itself would fail.
+
+    ``-`` (standard output) always passes. A regular file is replaced through a temporary file
+    beside it (beside a symlink's target), so its folder must be writable; a FIFO or a device is
+    written into, so only the file itself must be.
+    """
+    path = os.fspath(path)
+    if path == STDIO:
+        return
+    try:
+        info: os.stat_result | None = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UsageError(f"cannot write {shown(path)}: too many levels of symbolic links") from None
+        info = None
+    if info is not None:
+        if stat.S_ISDIR(info.st_mode):
+            raise UsageError(f"cannot write {shown(path)}: it is a folder")
+        if not os.access(path, os.W_OK):
+            if _read_only(path):
+                raise OutputError(f"cannot write {shown(path)}: Read-only file system")
+            raise UsageError(
+                f"refusing to replace {shown(path)}: this user may not write to it "
+                f"(mode {stat.S_IMODE(info.st_mode):04o})"
+            )
+        if not stat.S_ISREG(info.st_mode):  # FIFO, device, socket: streamed into, the folder is not written
+            return
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    folder = os.path.dirname(target) or "."
+    existing = folder
+    while makes_folders and not os.path.exists(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing) or "."
+    if not os.path.exists(existing):
+        raise UsageError(f"cannot write {shown(path)}: folder {shown(folder)} does not exist")
+    if not os.path.isdir(existing):
+        raise UsageError(f"cannot write {shown(path)}: {shown(existing)} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        reason = "Read-only file system" if _read_only(existing) else "Permission denied"
+        raise OutputError(f"cannot write {shown(path)}: {reason}")

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 from typing import Any
 
 import polars as pl
@@ -62,7 +63,7 @@ from assembler.run.environment import environment_defaults
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
-from assembler.run.signals import held_signals
+from assembler.run.signals import TERMINAL, held_signals
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
 
@@ -377,6 +378,11 @@ def run_pooled(
     limit = IN_FLIGHT_PER_WORKER * started
     # (chunk, its slot in the claims while a started worker may assemble it, result)
     pending: deque[tuple[pa.Table, int | None, Future[ChunkResult | None]]] = deque()
+    # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
+    # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
+    # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.
+    with _spawning(True):
+        resource_tracker.ensure_running()
     claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks held at once
 
     def submit(table: pa.Table) -> None:
@@ -455,12 +461,13 @@ def run_pooled(
 
 
 def _start_worker(claims: Claims) -> None:
-    """Worker: keep the pool's claims, leave Ctrl-C to the parent (which ends the pool: no
-    traceback from each worker), and exit if the parent dies without doing so (killed: the pool's
-    queues would block forever)."""
+    """Worker: keep the pool's claims, leave Ctrl-C and the terminal's other signals (a hang-up,
+    Ctrl-\\) to the parent (which ends the pool: no traceback from each worker), and exit if the
+    parent dies without doing so (killed: the pool's queues would block forever)."""
     global _WORKER_CLAIMS
     _WORKER_CLAIMS = claims
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in TERMINAL:
+        signal.signal(signum, signal.SIG_IGN)
     parent = os.getppid()
 
     def watch() -> None:
@@ -473,7 +480,8 @@ def _start_worker(claims: Claims) -> None:
 
 @contextmanager
 def _spawning(may_spawn: bool) -> Iterator[None]:
-    """While a worker may be started: ignore Ctrl-C (SIGINT), and hold back SIGTERM.
+    """While a worker may be started: ignore Ctrl-C (SIGINT, and the terminal's SIGHUP and SIGQUIT),
+    and hold back SIGTERM.
 
     An ignored signal stays ignored across ``exec`` and Python then leaves it so: a Ctrl-C while a
     new worker imports the package (before :func:`_start_worker` runs) gives no traceback from it.

@@ -4,12 +4,16 @@ Ctrl-C and SIGTERM end the workers and leave no temporary file."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -20,6 +24,7 @@ from assembler.cli import main
 from assembler.errors import UsageError
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import RunOptions
+from assembler.run.outputs import RunSummary
 
 DATA = Path(__file__).resolve().parent.parent.parent / "data"
 SAMPLE = DATA / "sample" / "lanes.jsonl"
@@ -457,3 +462,387 @@ def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str) 
     assert done.stderr == "assembler: interrupted\n"
     assert done.returncode == 130
     assert done.stdout == ""
+
+
+# --- standard streams that are an input or an output file (as `cat` refuses) ------------------------
+
+
+def run_command(
+    *args: str | Path, stdin: object = subprocess.DEVNULL, stdout: object = subprocess.DEVNULL
+) -> tuple[int, str]:
+    """The ``assembler`` command in a process of its own, with the standard streams given; its
+    status and standard error."""
+    done = subprocess.run(
+        [sys.executable, "-m", "assembler", *map(str, args)],
+        stdin=stdin,  # type: ignore[arg-type]
+        stdout=stdout,  # type: ignore[arg-type]
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+        check=False,
+    )
+    return done.returncode, done.stderr
+
+
+def test_stdin_that_is_the_output_file_is_refused(tmp_path: Path) -> None:
+    """``assembler assemble - -o in.jsonl < in.jsonl`` would replace the lanes by packages."""
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    with lanes.open("rb") as stdin:
+        status, err = run_command("assemble", "-", "-o", lanes, "-q", stdin=stdin)
+    assert status == 2
+    expected = f"assembler: error: -o {lanes} is the same file as input - (standard input): refusing to overwrite it"
+    assert one_error_line(err) == expected
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+
+
+@pytest.mark.parametrize("mode", ["r+b", "ab"], ids=["1<>in.jsonl", ">>in.jsonl"])
+def test_stdout_that_is_the_input_file_is_refused(tmp_path: Path, mode: str) -> None:
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    with lanes.open(mode) as stdout:
+        status, err = run_command("assemble", lanes, "-o", "-", "-q", stdout=stdout)
+    assert status == 2
+    expected = f"assembler: error: -o - (standard output) is the same file as input {lanes}: refusing to overwrite it"
+    assert one_error_line(err) == expected
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+
+
+def _stdio_cases(tmp_path: Path) -> dict[str, tuple[list[str | Path], Path, str]]:
+    """Per command: its arguments, the input file standard output is opened on, and the label."""
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    contexts = copy(ASSESS_SAMPLE, tmp_path / "runs.jsonl")
+    evalfile = copy(EVAL_DATA / "eval.jsonl", tmp_path / "eval.jsonl")
+    base = tmp_path / "base.json"
+    base.write_text("{}\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"source":"s","paragraph":1,"text":"t"}\n')
+    lanes_flag = ["--lanes", EVAL_DATA / "lanes.jsonl"]
+    return {
+        "convert": (["convert", lanes, "-o", "-"], lanes, "input"),
+        "assess": (["assess", contexts, "-o", "-"], contexts, "input"),
+        "evaluate": (["evaluate", "--eval", evalfile, *lanes_flag, "--out", "-"], evalfile, "--eval"),
+        "evaluate compare": (["evaluate", "compare", base, base, "--out", "-"], base, "BASE"),
+        "lanes build": (
+            ["lanes", "build", "--corpus", corpus, "--eval", evalfile, "-o", "-", "-q"],
+            corpus,
+            "--corpus",
+        ),
+    }
+
+
+@pytest.mark.parametrize("command", ["convert", "assess", "evaluate", "evaluate compare", "lanes build"])
+def test_every_command_refuses_stdout_appending_to_an_input(tmp_path: Path, command: str) -> None:
+    argv, victim, label = _stdio_cases(tmp_path)[command]
+    before = victim.read_bytes()
+    with victim.open("ab") as stdout:
+        status, err = run_command(*argv, stdout=stdout)
+    assert status == 2, err
+    assert f"is the same file as {label} {victim}: refusing to overwrite it" in one_error_line(err)
+    assert victim.read_bytes() == before
+
+
+def test_convert_refuses_stdin_that_is_its_output(tmp_path: Path) -> None:
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    with lanes.open("rb") as stdin:
+        status, err = run_command("convert", "-", "-o", lanes, stdin=stdin)
+    assert status == 2
+    assert "is the same file as input - (standard input)" in one_error_line(err)
+    assert lanes.read_bytes() == SAMPLE.read_bytes()
+
+
+def test_standard_streams_on_pipes_dev_null_or_other_files_are_fine(tmp_path: Path) -> None:
+    lanes = copy(SAMPLE, tmp_path / "in.jsonl")
+    with lanes.open("rb") as stdin, open(os.devnull, "wb") as devnull:
+        assert run_command("assemble", "-", "-o", "-", "-q", stdin=stdin, stdout=devnull)[0] == 0
+    with lanes.open("rb") as stdin:
+        assert run_command("assemble", "-", "-o", "-", "-q", stdin=stdin, stdout=subprocess.PIPE)[0] == 0
+    out = tmp_path / "out.jsonl"
+    with lanes.open("rb") as stdin, out.open("wb") as stdout:
+        assert run_command("assemble", "-", "-o", "-", "-q", stdin=stdin, stdout=stdout)[0] == 0
+    assert out.read_bytes().count(b"\n") == 30
+
+
+# --- every output is checked before any work; outputs land together ------------------------------------
+
+RERANK = ["--rerank-url", "http://127.0.0.1:9/rerank", "--rerank-model", "m"]
+
+
+def test_metrics_in_a_missing_folder_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text("keep\n")
+    metrics = tmp_path / "nope" / "metrics.prom"
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", out, *RERANK, "--metrics-out", metrics, "-q")
+    assert status == 2
+    assert one_error_line(err) == f"assembler: error: cannot write {metrics}: folder {metrics.parent} does not exist"
+    assert out.read_text() == "keep\n"
+
+
+def test_an_errors_file_that_cannot_land_leaves_the_output_as_it_was(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out, errors = tmp_path / "out.jsonl", tmp_path / "errors.jsonl"
+    out.write_text("keep\n")
+    real_replace = os.replace
+
+    def replace(source: str, destination: str) -> None:
+        if Path(destination) == errors:
+            raise OSError(28, "No space left on device")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", replace)
+    argv = ["assemble", SAMPLE, "-o", out, "--on-error", "skip", "--errors", errors, "-q", "--workers", "1"]
+    status, _, err = run_cli(capsys, *argv)
+    assert status == 1
+    assert one_error_line(err) == f"assembler: error: cannot write {errors}: No space left on device"
+    assert out.read_text() == "keep\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+def test_metrics_that_cannot_land_leave_the_packages_as_they_were(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    out, metrics = tmp_path / "out.jsonl", tmp_path / "metrics.prom"
+    out.write_text("keep\n")
+    real_replace = os.replace
+
+    def replace(source: str, destination: str) -> None:
+        if Path(destination) == metrics:
+            raise OSError(13, "Permission denied")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", replace)
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", out, *RERANK, "--metrics-out", metrics, "-q")
+    assert status == 1
+    assert one_error_line(err) == f"assembler: error: cannot write {metrics}: Permission denied"
+    assert out.read_text() == "keep\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+def run_as_nobody(argv: list[str | Path]) -> tuple[int, str]:
+    """The command, in-process, as a user without root's override of file modes: as root, in a
+    forked child that became ``nobody`` (os.access, and the kernel, then refuse as for anyone);
+    as another user, as that user. Its status and standard error."""
+    if os.geteuid() != 0:
+        import io
+
+        err = io.StringIO()
+        real, sys.stderr = sys.stderr, err
+        try:
+            return main([str(arg) for arg in argv]), err.getvalue()
+        finally:
+            sys.stderr = real
+    import pwd
+    import select
+
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        pytest.skip("no user nobody here")
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        status = 99
+        try:
+            os.close(read_end)
+            sys.stderr = open(write_end, "w", encoding="utf-8")  # noqa: SIM115
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
+            status = main([str(arg) for arg in argv])
+        except BaseException:  # shown in the test's failure
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os._exit(status)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([read_end], [], [], 1)
+            if ready:
+                chunk = os.read(read_end, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        os.close(read_end)
+    _, wait_status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(wait_status), b"".join(chunks).decode("utf-8")
+
+
+@pytest.fixture
+def nobodys_folder() -> Iterator[Path]:
+    """A folder ``nobody`` may write (outside pytest's own, which only root may enter)."""
+    folder = Path(tempfile.mkdtemp(prefix="assembler-nobody-"))
+    try:
+        if os.geteuid() == 0:
+            import pwd
+
+            try:
+                nobody = pwd.getpwnam("nobody")
+            except KeyError:
+                pytest.skip("no user nobody here")
+            os.chown(folder, nobody.pw_uid, nobody.pw_gid)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_write_protected_output_is_refused_and_kept(nobodys_folder: Path) -> None:
+    lanes = copy(SAMPLE, nobodys_folder / "in.jsonl")
+    out = nobodys_folder / "out.jsonl"
+    out.write_text("keep\n")
+    out.chmod(0o444)
+    if os.geteuid() == 0:
+        os.chown(out, *(lambda entry: (entry.pw_uid, entry.pw_gid))(__import__("pwd").getpwnam("nobody")))
+    status, err = run_as_nobody(["assemble", lanes, "-o", out, "-q", "--workers", "1"])
+    assert status == 2, err
+    expected = f"assembler: error: refusing to replace {out}: this user may not write to it (mode 0444)"
+    assert one_error_line(err) == expected
+    assert out.read_text() == "keep\n"
+    assert sorted(path.name for path in nobodys_folder.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
+def test_a_metrics_folder_that_refuses_writes_is_found_before_the_run(nobodys_folder: Path) -> None:
+    lanes = copy(SAMPLE, nobodys_folder / "in.jsonl")
+    out = nobodys_folder / "out.jsonl"
+    out.write_text("keep\n")
+    if os.geteuid() == 0:
+        os.chown(out, *(lambda entry: (entry.pw_uid, entry.pw_gid))(__import__("pwd").getpwnam("nobody")))
+    locked = nobodys_folder / "locked"
+    locked.mkdir()
+    if os.geteuid() == 0:
+        os.chown(locked, 0, 0)
+    locked.chmod(0o555)
+    metrics = locked / "metrics.prom"
+    status, err = run_as_nobody(["assemble", lanes, "-o", out, *RERANK, "--metrics-out", metrics, "-q"])
+    assert status == 1, err
+    assert one_error_line(err) == f"assembler: error: cannot write {metrics}: Permission denied"
+    assert out.read_text() == "keep\n"
+
+
+def test_a_sweep_with_a_file_named_runs_in_its_folder_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "sweep").mkdir()
+    runs = tmp_path / "sweep" / "runs"
+    runs.write_text("mine\n")
+    argv: list[str | Path] = [
+        "evaluate",
+        "sweep",
+        "--eval",
+        EVAL_DATA / "eval.jsonl",
+        "--lanes",
+        EVAL_DATA / "lanes.jsonl",
+    ]
+    status, _, err = run_cli(capsys, *argv, "--budgets", "items=2", "--out-dir", tmp_path / "sweep", "--no-plot")
+    assert status == 2
+    assert one_error_line(err).startswith(f"assembler: error: cannot write under {runs}: it is not a folder")
+    assert runs.read_text() == "mine\n" and sorted(p.name for p in (tmp_path / "sweep").iterdir()) == ["runs"]
+
+
+def test_a_symlink_loop_as_output_is_refused_and_stays_a_link(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    loop = tmp_path / "out.jsonl"
+    loop.symlink_to(loop)
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", loop, "-q", "--workers", "1")
+    assert status == 2
+    assert one_error_line(err) == f"assembler: error: cannot write {loop}: too many levels of symbolic links"
+    assert loop.is_symlink() and os.readlink(loop) == str(loop)
+    assert [path.name for path in tmp_path.iterdir()] == ["out.jsonl"]
+
+
+def test_more_workers_than_cpus_are_capped_with_a_warning(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    asked: list[int | None] = []
+
+    def run(inputs: object, output: object, options: RunOptions, **kwargs: object) -> RunSummary:
+        asked.append(options.workers)
+        return RunSummary()
+
+    monkeypatch.setattr("assembler.cli.assemble.usable_cpus", lambda: 2)
+    monkeypatch.setattr("assembler.cli.assemble.run_assembly", run)
+    status, _, err = run_cli(capsys, "assemble", SAMPLE, "-o", tmp_path / "out.jsonl", "--workers", "16", "-q")
+    assert status == 0
+    assert err == "assembler: warning: --workers 16 is more than the 2 CPU(s) this process may use: using 2\n"
+    assert asked == [2]
+
+
+@pytest.mark.parametrize("command", ["assemble", "assess"])
+def test_skipping_errors_with_packages_on_stdout_needs_an_errors_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, command: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = SAMPLE if command == "assemble" else ASSESS_SAMPLE
+    status, out, err = run_cli(capsys, command, source, "-o", "-", "--on-error", "skip")
+    assert (status, out) == (2, "")
+    assert one_error_line(err) == (
+        "assembler: error: --on-error skip with -o - (standard output) needs --errors FILE: the default "
+        "errors file is OUT.errors.jsonl, and standard output has no name"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- SIGTERM, SIGHUP and SIGQUIT: handled from the start, temporaries removed ---------------------------
+
+SIGNAL_AT_POLARS = """
+import importlib.abc, os, signal, sys
+
+class SignalAtPolars(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "polars":
+            os.kill(os.getpid(), signal.{signal})
+        return None
+
+sys.meta_path.insert(0, SignalAtPolars())
+sys.argv = ["assembler", "assemble", "{input}", "-o", "{output}", "-q"]
+from assembler.cli import main
+sys.exit(main())
+"""
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "line"),
+    [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up"), ("SIGQUIT", 131, "quit")],
+)
+def test_a_signal_while_the_command_loads_is_one_line_and_its_status(
+    tmp_path: Path, name: str, status: int, line: str
+) -> None:
+    script = SIGNAL_AT_POLARS.format(signal=name, input=SAMPLE, output=tmp_path / "out.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stderr, done.stdout) == (status, f"assembler: {line}\n", "")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_hang_up_to_the_group_exits_129_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
+    """A terminal that hangs up signals the whole group: the workers leave it to the command."""
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGHUP, to="group")
+    assert err == "assembler: hung up\n"
+    assert status == 129
+    assert_cleaned_up(tmp_path, workers)
+
+
+def test_sigquit_exits_131_and_leaves_nothing(big_input: Path, tmp_path: Path) -> None:
+    status, err, workers = interrupt_run(big_input, tmp_path, signal.SIGQUIT, to="command")
+    assert err == "assembler: quit\n"
+    assert status == 131
+    assert_cleaned_up(tmp_path, workers)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from assembler.run.signals import held_signals
+from assembler.run.signals import TERMINAL, held_signals
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -77,3 +77,30 @@ def test_ignore_interrupt_ignores_ctrl_c_and_still_holds_sigterm() -> None:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGQUIT])
+def test_a_hang_up_or_quit_during_the_block_is_delivered_after_it(signum: int) -> None:
+    delivered: list[int] = []
+
+    def record(number: int, frame: object) -> None:
+        delivered.append(number)
+
+    previous = signal.signal(signum, record)
+    try:
+        with held_signals():
+            os.kill(os.getpid(), signum)
+            time.sleep(0.05)
+            assert delivered == []
+        time.sleep(0.05)
+        assert delivered == [signum]
+    finally:
+        signal.signal(signum, previous)
+
+
+def test_ignore_interrupt_ignores_the_terminals_signals() -> None:
+    """A worker started in the block inherits SIG_IGN for Ctrl-C, a hang-up and Ctrl-\\: the
+    command, which gets them too, ends it."""
+    with held_signals(ignore_interrupt=True):
+        assert [signal.getsignal(signum) for signum in TERMINAL] == [signal.SIG_IGN] * len(TERMINAL)
+    assert set(TERMINAL) == {signal.SIGINT, signal.SIGHUP, signal.SIGQUIT}
