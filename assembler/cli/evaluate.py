@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.cli.args import add_budget_flags, integer_at_least, policy_from_flags
+from assembler.evaluate.answers import Answers, load_answers
 from assembler.evaluate.artifact import check_writable, write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
 from assembler.evaluate.corpus import Corpus, load_corpus, preflight
@@ -82,6 +83,7 @@ class _Inputs:
     lanes: CaseLanes
     corpus: Corpus
     corpus_paths: dict[str, str]
+    answers: Answers | None = None
 
 
 def _inputs(args: argparse.Namespace) -> _Inputs:
@@ -102,11 +104,12 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
             paths[f"{name}_sha256"] = file_digest(path)
     if args.sources is not None:
         preflight(evalset, lanes, corpus, args.sources)
-    return _Inputs(evalset, thresholds, lanes, corpus, paths)
+    answers = load_answers(args.answers, evalset) if getattr(args, "answers", None) is not None else None
+    return _Inputs(evalset, thresholds, lanes, corpus, paths, answers)
 
 
-def _warnings(evalset: EvalSet, lanes: CaseLanes) -> list[str]:
-    warnings = []
+def _warnings(evalset: EvalSet, lanes: CaseLanes, answers: Answers | None = None) -> list[str]:
+    warnings = [] if answers is None else answers.warnings()
     for case in evalset.cases:
         filters = case.options.retrieval_filters()
         if filters:
@@ -143,7 +146,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_writable(args.out)
     refuse_same_files(_input_flags(args, "thresholds"), {"--out": args.out})
     given = _inputs(args)
-    warnings = _warnings(given.evalset, given.lanes)
+    warnings = _warnings(given.evalset, given.lanes, given.answers)
     _stderr([f"{PREFIX}warning: {warning}" for warning in warnings])
     if args.engine == "ray" and not args.assembly:
         raise EvaluateError("--engine ray runs the assembly side: it requires --assembly")
@@ -164,6 +167,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         warnings=warnings,
         corpus=given.corpus,
         corpus_paths=given.corpus_paths,
+        answers=given.answers,
     )
     if given.thresholds is not None:
         artifact["thresholds"] = evaluate_gate(given.thresholds, artifact)
@@ -184,7 +188,7 @@ def _print(lines: Sequence[str]) -> None:
 
 def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]:
     """The input files of a run, by flag."""
-    names = ("eval", "lanes", "sources", "citations", "policy_config", *extra)
+    names = ("eval", "lanes", "sources", "citations", "policy_config", "answers", *extra)
     return {"--" + name.replace("_", "-"): getattr(args, name, None) for name in names}
 
 
@@ -216,7 +220,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         require_matplotlib()
     given = _inputs(args)
     evalset = given.evalset
-    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(evalset, given.lanes)])
+    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(evalset, given.lanes, given.answers)])
     result = run_sweep(
         evalset,
         given.lanes,
@@ -225,6 +229,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         out_dir=args.out_dir,
         corpus=given.corpus,
         corpus_paths=given.corpus_paths,
+        answers=given.answers,
     )
     figures: dict[str, bytes] = {}
     if not args.no_plot:
@@ -251,6 +256,17 @@ def _corpus_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--citations", action=_Once, metavar="FILE", help="corpus citations: the citation lane offline (validity)"
+    )
+    _answers_flag(parser)
+
+
+def _answers_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--answers",
+        action=_Once,
+        metavar="FILE",
+        help="gold answers, JSON Lines {case_id, answers}: scores answer-in-context (is a normalized gold answer "
+        "in the served evidence text)",
     )
 
 
