@@ -195,7 +195,7 @@ def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]
 def _cmd_compare(args: argparse.Namespace) -> int:
     check_writable(args.out)
     refuse_same_files({"BASE": args.base, "HEAD": args.head}, {"--out": args.out})
-    comparison = compare_paths(args.base, args.head)
+    comparison = compare_paths(args.base, args.head, resamples=args.resamples, seed=args.seed)
     _stderr([f"{PREFIX}{line}" for line in format_warnings(comparison.warnings)])
     write_lines(args.out, comparison.lines())
     _print(comparison.summary(args.out))
@@ -239,6 +239,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     written = write_sweep(result, args.out_dir, figures)
     _print([*result.summary(), f"wrote {len(written)} file(s) under {args.out_dir}"])
     return 0
+
+
+def _significance_flags(parser: argparse.ArgumentParser) -> None:
+    from assembler.evaluate.compare import RESAMPLES
+
+    parser.add_argument(
+        "--seed",
+        action=_Once,
+        type=integer_at_least(0, "needs a non-negative integer"),
+        default=0,
+        metavar="N",
+        help="seed of the bootstrap intervals and the randomization tests (default 0)",
+    )
+    parser.add_argument(
+        "--resamples",
+        action=_Once,
+        type=integer_at_least(100, "needs an integer of at least 100"),
+        default=RESAMPLES,
+        metavar="N",
+        help=f"resamples of the bootstrap and the randomization test (default {RESAMPLES})",
+    )
 
 
 def _policy_config_flag(parser: argparse.ArgumentParser) -> None:
@@ -466,6 +487,7 @@ def register(commands: Any) -> None:
     compare.add_argument("base", metavar="BASE.json")
     compare.add_argument("head", metavar="HEAD.json")
     compare.add_argument("--out", action=_Once, default="changes.jsonl", help="changes file (default changes.jsonl)")
+    _significance_flags(compare)
     compare.set_defaults(run=_guarded(_cmd_compare))
 
     sweep = sub.add_parser(
