@@ -314,9 +314,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     from assembler.evaluate.artifact import dump_json, write_text
     from assembler.evaluate.sweep import parse_budgets
-    from assembler.evaluate.tune import tune
+    from assembler.evaluate.tune import parse_objective, tune
 
     _require(args, "evaluate tune")
+    if args.metric is not None and args.objective is not None:
+        raise EvaluateError("--metric and --objective name the same thing: give one")
+    objective = args.objective or args.metric or "recall_at_k"
+    parse_objective(objective, answers=args.answers is not None)  # before any file is read
     budgets = parse_budgets(args.budgets)
     check_writable(args.out)
     refuse_same_files(_input_flags(args), {"--out": args.out})
@@ -334,14 +338,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         budgets,
         folds=args.folds,
         seed=args.seed,
-        metric=args.metric,
+        objective=objective,
         lags=args.lags,
         shares=args.shares,
         margin=args.margin,
+        answers=given.answers,
     )
     elapsed = time.perf_counter() - start
-    text = dump_json(result.to_json(given.evalset, given.lanes))
+    text = dump_json(result.to_json(given.evalset, given.lanes, given.answers))
     write_text(args.out, text)
+    if not result.adopted and result.decision is not None:
+        _stderr([f"{PREFIX}tune: wrote the untuned quality settings: {result.decision.reason}"])
     _print([*result.summary(), f"searched in {elapsed:.1f} s; wrote {args.out}"])
     return 0
 
@@ -357,7 +364,7 @@ def _margin(text: str) -> float:
 
 
 def _tune_parser(sub: Any) -> None:
-    from assembler.evaluate.tune import DEFAULT_LAGS, DEFAULT_SHARES, METRICS
+    from assembler.evaluate.tune import DEFAULT_LAGS, DEFAULT_MARGIN, DEFAULT_SHARES, METRICS
 
     def listed(values: Sequence[Any]) -> str:
         return ",".join("none" if value is None else f"{value:g}" for value in values)
@@ -398,11 +405,17 @@ def _tune_parser(sub: Any) -> None:
         help="seed of the folds and the bootstrap (default 0)",
     )
     tune.add_argument(
+        "--objective",
+        action=_Once,
+        metavar="SPEC",
+        help="what is optimized: recall_at_k, ndcg, mrr, answer_in_context (needs --answers), or a weighted "
+        "sum such as 'recall=0.5,ndcg=0.5' (default recall_at_k)",
+    )
+    tune.add_argument(
         "--metric",
         action=_Once,
         choices=METRICS,
-        default="recall_at_k",
-        help="per-case score optimized (default recall_at_k)",
+        help="the older name of a one-metric --objective",
     )
     tune.add_argument(
         "--lags",
@@ -424,10 +437,11 @@ def _tune_parser(sub: Any) -> None:
         "--margin",
         action=_Once,
         type=_margin,
-        default=0.0,
+        default=DEFAULT_MARGIN,
         metavar="X",
-        help="a setting replaces the untuned quality only when it beats it by more than X on the "
-        "training cases (default 0)",
+        help="the held-out loss tolerated: the candidate is written only if, at every budget, its held-out gain "
+        "over the untuned quality is positive with a 95%% bootstrap lower bound of at least -X, and it is not "
+        f"more than X below the baseline held out (default {DEFAULT_MARGIN:g})",
     )
     tune.add_argument(
         "--out",

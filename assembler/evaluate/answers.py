@@ -60,10 +60,12 @@ __all__ = [
     "in_context",
     "in_context_frame",
     "item_text",
+    "items_in_context",
     "japanese_case",
     "load_answers",
     "normalize_text",
     "normalized",
+    "normalized_items",
 ]
 
 METRIC = "answers.in_context"
@@ -278,10 +280,14 @@ def _entry(raw: str, path: str, number: int) -> tuple[str, tuple[str, ...]]:
 
 
 def in_context_frame(answers: Answers, evidence: pl.DataFrame) -> pl.DataFrame:
-    """Per case of ``evidence`` (columns ``q`` and ``text``, the normalized evidence text under
-    the case's rule): ``q`` and ``hit`` (1 or 0), for the cases with answers. One
-    ``str.contains(literal=True)`` over every (case, answer) pair."""
-    pairs = answers.frame().join(evidence.select("q", "text"), on="q", how="inner")
+    """Per case with answers: ``q`` and ``hit`` (1 or 0); ``evidence`` has columns ``q`` and
+    ``text``, the normalized evidence text under the case's rule (a case without a row is served
+    nothing). One ``str.contains(literal=True)`` over every (case, answer) pair."""
+    pairs = (
+        answers.frame()
+        .join(evidence.select("q", "text"), on="q", how="left")
+        .with_columns(pl.col("text").fill_null(""))
+    )
     return (
         pairs.with_columns(hit=pl.col("text").str.contains(pl.col("answer"), literal=True))
         .group_by("q")
@@ -300,6 +306,39 @@ def in_context(answers: Answers, texts: Sequence[str]) -> list[int | None]:
     scored = in_context_frame(answers, _normalize_column(frame, "text"))
     values: list[int | None] = [None] * len(texts)
     for q, hit in scored.iter_rows():
+        values[q] = int(hit)
+    return values
+
+
+def normalized_items(answers: Answers, items: pl.DataFrame) -> pl.DataFrame:
+    """Candidate texts normalized once, for scoring many selections of them
+    (:func:`items_in_context`): ``items`` has ``q``, ``candidate_id`` and ``text``; the result keeps
+    the cases with answers and the items whose normalized text is not empty."""
+    flags = pl.DataFrame(
+        {"q": range(len(answers.japanese)), "ja": answers.japanese}, schema={"q": pl.UInt32, "ja": pl.Boolean}
+    )
+    scored = pl.DataFrame({"q": [q for q, a in enumerate(answers.by_case) if a is not None]}, schema={"q": pl.UInt32})
+    frame = items.select(pl.col("q").cast(pl.UInt32), "candidate_id", "text").join(scored, on="q").join(flags, on="q")
+    return _normalize_column(frame, "text").filter(pl.col("text") != "")
+
+
+def items_in_context(answers: Answers, admitted: pl.DataFrame, items: pl.DataFrame) -> list[int | None]:
+    """:func:`in_context` of the packages whose admitted items (``q``, ``walk_step``,
+    ``candidate_id``, in package order) are among ``items`` (:func:`normalized_items`). The
+    normalized items are joined by a space (``ja``: by nothing), which equals normalizing their
+    texts joined by a newline: the newline is whitespace, and no rule step reaches across it."""
+    served = (
+        admitted.select(pl.col("q").cast(pl.UInt32), "walk_step", "candidate_id")
+        .join(items, on=["q", "candidate_id"], how="inner")
+        .sort("q", "walk_step")
+        .group_by("q", maintain_order=True)
+        .agg(pl.col("ja").first(), pl.col("text"))
+        .with_columns(
+            text=pl.when(pl.col("ja")).then(pl.col("text").list.join("")).otherwise(pl.col("text").list.join(" "))
+        )
+    )
+    values: list[int | None] = [None] * len(answers.by_case)
+    for q, hit in in_context_frame(answers, served).iter_rows():
         values[q] = int(hit)
     return values
 
