@@ -184,8 +184,10 @@ def evaluate_case(
     carries_graph: bool,
     corpus: Corpus | None = None,
     preassembled: Assembled | None = None,
+    texts: bool = False,
 ) -> CaseOutcome:
-    """Run and score one case (``preassembled``: its package, when another engine assembled it)."""
+    """Run and score one case (``preassembled``: its package, when another engine assembled it;
+    ``texts``: keep the served evidence text, for answer-in-context)."""
     limits = config.budget
     outcome = CaseOutcome(block={})
     evidence = None
@@ -205,11 +207,12 @@ def evaluate_case(
         outcome.budget = {**package_budget, "omitted_total": assembled.package["omitted_total"]}
         outcome.budget_dropped = sum(by_reason.get(reason, 0) for reason in BUDGET_REASONS)
         outcome.passage_latency = outcome.evidence_latency = latency
-        outcome.evidence_text = evidence_text([item_text(item) for item in assembled.package["items"]])
+        if texts:
+            outcome.evidence_text = evidence_text([item_text(item) for item in assembled.package["items"]])
     else:
-        passage, hits, outcome.budget, outcome.budget_dropped, outcome.evidence_text = _baseline_lane(
-            case, dump, limits
-        )
+        passage, hits, outcome.budget, outcome.budget_dropped, text = _baseline_lane(case, dump, limits)
+        if texts:
+            outcome.evidence_text = text
 
     structural = None
     if case.declares_structural and carries_graph:
@@ -267,9 +270,10 @@ def evaluate_case(
 
 
 def evaluate_cases(
-    evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None
+    evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None, keep_texts: bool = False
 ) -> list[CaseOutcome]:
-    """Every case in eval order; the assembly side runs as one batch (``engine="ray"``: one Ray job)."""
+    """Every case in eval order; the assembly side runs as one batch (``engine="ray"``: one Ray job).
+    ``keep_texts``: keep each case's served evidence text (only what answer-in-context needs)."""
     pairs = list(zip(evalset.cases, lanes.records, strict=True))
     packages: list[Assembled | None] = [None] * len(pairs)
     if config.assembly:
@@ -281,7 +285,7 @@ def evaluate_cases(
             texts = [dump.text for _, dump in pairs]
             packages = list(assemble_cases(batch, config.budget, get_policy(config.policy), texts))
     return [
-        evaluate_case(case, dump, config, lanes.carries_graph, corpus, package)
+        evaluate_case(case, dump, config, lanes.carries_graph, corpus, package, keep_texts)
         for (case, dump), package in zip(pairs, packages, strict=True)
     ]
 
@@ -445,7 +449,7 @@ def run_artifact(
     and the additive top-level ``answers`` block after ``metrics``
     (:mod:`assembler.evaluate.answers`); without it the artifact is as before.
     """
-    outcomes = evaluate_cases(evalset, lanes, config, corpus)
+    outcomes = evaluate_cases(evalset, lanes, config, corpus, keep_texts=answers is not None)
     paths = dict(corpus_paths or {})
     inputs: dict[str, Any] = {
         "eval": {"path": evalset.path, "name": evalset.name, "cases": len(evalset.cases)},
