@@ -356,3 +356,16 @@ def test_sweep_reports_answer_in_context_for_both_modes_at_every_budget(
     }
     assert "answers.in_context" in (out / "sweep.csv").read_text(encoding="utf-8")
     assert "answer" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_a_missing_or_non_utf8_answers_file_exits_2(
+    write_eval: Writer, write_lanes: Writer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _set(write_eval, write_lanes, tmp_path)
+    missing = [*args[:-1], str(tmp_path / "nope.jsonl")]
+    assert main(["evaluate", *missing, "--out", str(tmp_path / "r.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
+    (tmp_path / "answers.jsonl").write_bytes(b'{"case_id": "q1", "answers": ["a"]}\n{"case_id": "\xff"}\n')
+    assert main(["evaluate", *args, "--out", str(tmp_path / "r.json")]) == 2
+    assert "answers.jsonl: line 2: not valid UTF-8" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
