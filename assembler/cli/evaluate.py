@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.cli.args import add_budget_flags, integer_at_least, policy_from_flags
+from assembler.evaluate.answers import Answers, load_answers
 from assembler.evaluate.artifact import check_writable, write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
 from assembler.evaluate.corpus import Corpus, load_corpus, preflight
@@ -84,6 +85,7 @@ class _Inputs:
     lanes: CaseLanes
     corpus: Corpus
     corpus_paths: dict[str, str]
+    answers: Answers | None = None
 
 
 def _inputs(args: argparse.Namespace) -> _Inputs:
@@ -104,7 +106,8 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
             paths[f"{name}_sha256"] = file_digest(path)
     if args.sources is not None:
         preflight(evalset, lanes, corpus, args.sources)
-    return _Inputs(evalset, thresholds, lanes, corpus, paths)
+    answers = load_answers(args.answers, evalset) if getattr(args, "answers", None) is not None else None
+    return _Inputs(evalset, thresholds, lanes, corpus, paths, answers)
 
 
 def _cases(args: argparse.Namespace) -> EvalSet:
@@ -116,8 +119,10 @@ def _cases(args: argparse.Namespace) -> EvalSet:
     return load_eval(args.eval)
 
 
-def _warnings(evalset: EvalSet, lanes: CaseLanes) -> list[str]:
+def _warnings(evalset: EvalSet, lanes: CaseLanes, answers: Answers | None = None) -> list[str]:
     warnings = list(evalset.warnings) if isinstance(evalset, QrelsSet) else []
+    if answers is not None:
+        warnings.extend(answers.warnings())
     for case in evalset.cases:
         filters = case.options.retrieval_filters()
         if filters:
@@ -162,7 +167,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     check_writable(args.out)
     refuse_same_files(_input_flags(args, "thresholds"), {"--out": args.out})
     given = _inputs(args)
-    warnings = _warnings(given.evalset, given.lanes)
+    warnings = _warnings(given.evalset, given.lanes, given.answers)
     _stderr([f"{PREFIX}warning: {warning}" for warning in warnings])
     if args.engine == "ray" and not args.assembly:
         raise EvaluateError("--engine ray runs the assembly side: it requires --assembly")
@@ -183,6 +188,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         warnings=warnings,
         corpus=given.corpus,
         corpus_paths=given.corpus_paths,
+        answers=given.answers,
     )
     if isinstance(given.evalset, QrelsSet):
         artifact["qrels"] = qrels_block(given.evalset, artifact)
@@ -205,14 +211,14 @@ def _print(lines: Sequence[str]) -> None:
 
 def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]:
     """The input files of a run, by flag."""
-    names = ("eval", "qrels", "queries", "lanes", "sources", "citations", "policy_config", *extra)
+    names = ("eval", "qrels", "queries", "lanes", "sources", "citations", "policy_config", "answers", *extra)
     return {"--" + name.replace("_", "-"): getattr(args, name, None) for name in names}
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
     check_writable(args.out)
     refuse_same_files({"BASE": args.base, "HEAD": args.head}, {"--out": args.out})
-    comparison = compare_paths(args.base, args.head)
+    comparison = compare_paths(args.base, args.head, resamples=args.resamples, seed=args.seed)
     _stderr([f"{PREFIX}{line}" for line in format_warnings(comparison.warnings)])
     write_lines(args.out, comparison.lines())
     _print(comparison.summary(args.out))
@@ -244,7 +250,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         require_matplotlib()
     given = _inputs(args)
     evalset = given.evalset
-    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(evalset, given.lanes)])
+    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(evalset, given.lanes, given.answers)])
     result = run_sweep(
         evalset,
         given.lanes,
@@ -253,6 +259,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         out_dir=args.out_dir,
         corpus=given.corpus,
         corpus_paths=given.corpus_paths,
+        answers=given.answers,
     )
     figures: dict[str, bytes] = {}
     if not args.no_plot:
@@ -263,6 +270,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         written = write_sweep(result, args.out_dir, figures)
     _print([*result.summary(), f"wrote {len(written)} file(s) under {args.out_dir}"])
     return 0
+
+
+def _significance_flags(parser: argparse.ArgumentParser) -> None:
+    from assembler.evaluate.compare import RESAMPLES
+
+    parser.add_argument(
+        "--seed",
+        action=_Once,
+        type=integer_at_least(0, "needs a non-negative integer"),
+        default=0,
+        metavar="N",
+        help="seed of the bootstrap intervals and the randomization tests (default 0)",
+    )
+    parser.add_argument(
+        "--resamples",
+        action=_Once,
+        type=integer_at_least(100, "needs an integer of at least 100"),
+        default=RESAMPLES,
+        metavar="N",
+        help=f"resamples of the bootstrap and the randomization test (default {RESAMPLES})",
+    )
 
 
 def _policy_config_flag(parser: argparse.ArgumentParser) -> None:
@@ -301,6 +329,17 @@ def _corpus_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--citations", action=_Once, metavar="FILE", help="corpus citations: the citation lane offline (validity)"
     )
+    _answers_flag(parser)
+
+
+def _answers_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--answers",
+        action=_Once,
+        metavar="FILE",
+        help="gold answers, JSON Lines {case_id, answers}: scores answer-in-context (is a normalized gold answer "
+        "in the served evidence text)",
+    )
 
 
 def _numbers(kind: Callable[[str], Any], what: str) -> Callable[[str], list[Any]]:
@@ -326,9 +365,13 @@ def _cmd_tune(args: argparse.Namespace) -> int:
 
     from assembler.evaluate.artifact import dump_json, write_text
     from assembler.evaluate.sweep import parse_budgets
-    from assembler.evaluate.tune import tune
+    from assembler.evaluate.tune import parse_objective, tune
 
     _require(args, "evaluate tune")
+    if args.metric is not None and args.objective is not None:
+        raise EvaluateError("--metric and --objective name the same thing: give one")
+    objective = args.objective or args.metric or "recall_at_k"
+    parse_objective(objective, answers=args.answers is not None)  # before any file is read
     budgets = parse_budgets(args.budgets)
     check_writable(args.out)
     refuse_same_files(_input_flags(args), {"--out": args.out})
@@ -346,14 +389,17 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         budgets,
         folds=args.folds,
         seed=args.seed,
-        metric=args.metric,
+        objective=objective,
         lags=args.lags,
         shares=args.shares,
         margin=args.margin,
+        answers=given.answers,
     )
     elapsed = time.perf_counter() - start
-    text = dump_json(result.to_json(given.evalset, given.lanes))
+    text = dump_json(result.to_json(given.evalset, given.lanes, given.answers))
     write_text(args.out, text)
+    if not result.adopted and result.decision is not None:
+        _stderr([f"{PREFIX}tune: wrote the untuned quality settings: {result.decision.reason}"])
     _print([*result.summary(), f"searched in {elapsed:.1f} s; wrote {args.out}"])
     return 0
 
@@ -369,7 +415,7 @@ def _margin(text: str) -> float:
 
 
 def _tune_parser(sub: Any) -> None:
-    from assembler.evaluate.tune import DEFAULT_LAGS, DEFAULT_SHARES, METRICS
+    from assembler.evaluate.tune import DEFAULT_LAGS, DEFAULT_MARGIN, DEFAULT_SHARES, METRICS
 
     def listed(values: Sequence[Any]) -> str:
         return ",".join("none" if value is None else f"{value:g}" for value in values)
@@ -411,11 +457,17 @@ def _tune_parser(sub: Any) -> None:
         help="seed of the folds and the bootstrap (default 0)",
     )
     tune.add_argument(
+        "--objective",
+        action=_Once,
+        metavar="SPEC",
+        help="what is optimized: recall_at_k, ndcg, mrr, answer_in_context (needs --answers), or a weighted "
+        "sum such as 'recall=0.5,ndcg=0.5' (default recall_at_k)",
+    )
+    tune.add_argument(
         "--metric",
         action=_Once,
         choices=METRICS,
-        default="recall_at_k",
-        help="per-case score optimized (default recall_at_k)",
+        help="the older name of a one-metric --objective",
     )
     tune.add_argument(
         "--lags",
@@ -437,10 +489,11 @@ def _tune_parser(sub: Any) -> None:
         "--margin",
         action=_Once,
         type=_margin,
-        default=0.0,
+        default=DEFAULT_MARGIN,
         metavar="X",
-        help="a setting replaces the untuned quality only when it beats it by more than X on the "
-        "training cases (default 0)",
+        help="the held-out loss tolerated: the candidate is written only if, at every budget, its held-out gain "
+        "over the untuned quality is positive with a 95%% bootstrap lower bound of at least -X, and it is not "
+        f"more than X below the baseline held out (default {DEFAULT_MARGIN:g})",
     )
     tune.add_argument(
         "--out",
@@ -501,6 +554,7 @@ def register(commands: Any) -> None:
     compare.add_argument("base", metavar="BASE.json")
     compare.add_argument("head", metavar="HEAD.json")
     compare.add_argument("--out", action=_Once, default="changes.jsonl", help="changes file (default changes.jsonl)")
+    _significance_flags(compare)
     compare.set_defaults(run=_guarded(_cmd_compare))
 
     sweep = sub.add_parser(

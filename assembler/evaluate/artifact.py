@@ -6,6 +6,12 @@
 0.5
 >>> case_value({"coverage": {"labels": {"value": 1.0}}}, "coverage.concepts") is None
 True
+>>> case_value({"answer_in_context": 1}, "answers.in_context")
+1.0
+
+Answer-in-context (``--answers``) is additive: a case block's ``answer_in_context`` and the top-level
+``answers`` block after ``metrics``, shaped like the artifact itself (``definitions`` and
+``metrics`` of its one metric), so a reader that does not know it reads the rest unchanged.
 """
 
 from __future__ import annotations
@@ -74,6 +80,7 @@ def case_value(block: Mapping[str, Any], metric: str) -> float | None:
         "citations.locator_validity": ("citations", "validity", "value"),
         "latency.passage_ms": ("passage", "latency_ms"),
         "diversity.sources": ("diversity_sources",),
+        "answers.in_context": ("answer_in_context",),
     }
     path = paths.get(metric)
     return None if path is None else _number(_get(block, *path))

@@ -4,6 +4,13 @@ Both artifacts are read tolerantly (every field optional). Warnings never change
 one that matters most is ``budget differs``: recall or diversity compared across different budgets
 is not an equal-budget comparison. Modes and policies are not compared (a baseline-vs-assembly or
 policy-vs-policy pair at one budget is the intended use); both are printed.
+
+Significance: per case-scoped metric, the cases both artifacts score are paired and the mean
+difference ``HEAD - BASE`` gets a 95 % paired bootstrap interval and a paired randomization
+(sign-flip) p-value (:mod:`assembler.evaluate.significance`, seeded); the differences whose
+Holm-Bonferroni adjusted p-value over every metric tested is at most 0.05 are marked. Answer-in-context
+(the artifacts' additive ``answers`` block) is compared, classified and tested like the others
+when both artifacts have it.
 """
 
 from __future__ import annotations
@@ -14,14 +21,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from assembler.evaluate.answers import METRIC as ANSWER_METRIC
 from assembler.evaluate.artifact import case_value, generated_at, scalar
 from assembler.evaluate.catalog import COMPARISON_METRICS
 from assembler.evaluate.errors import EvaluateError
+from assembler.evaluate.significance import ALPHA, holm, paired_test
 from assembler.run.io import parse_json
 
 __all__ = ["EPSILON", "Comparison", "Report", "compare_reports", "describe_budget", "load_report"]
 
 EPSILON = 1e-9
+RESAMPLES = 10_000
+"""Default resamples of the bootstrap and the randomization test (``--resamples``)."""
 EVALUATION_VERSION = 1
 _STATISTICS = ("distribution", "ratio", "count")
 
@@ -107,6 +120,7 @@ class Comparison:
     records: list[dict[str, Any]] = field(default_factory=list)
     aggregate: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    significance: dict[str, Any] | None = None
 
     def header(self) -> dict[str, Any]:
         """Line 1 of ``changes.jsonl``."""
@@ -119,6 +133,8 @@ class Comparison:
             "counts": self.counts,
             "metrics": self.aggregate,
         }
+        if self.significance is not None:
+            header["significance"] = self.significance
         if self.warnings:
             header["warnings"] = self.warnings
         return header
@@ -149,6 +165,7 @@ class Comparison:
             right = "n/a" if head is None else f"{head:.3f}"
             delta = "" if entry["delta"] is None else f" (Δ {entry['delta']:+.3f})"
             lines.append(f"  {entry['metric']}: {left} -> {right}{delta}")
+        lines.extend(_significance_lines(self.significance))
         regressed = [record for record in self.records if record["kind"] == "regressed"]
         for record in regressed[:10]:
             parts = ", ".join(
@@ -159,6 +176,23 @@ class Comparison:
             lines.append(f"... and {len(regressed) - 10} more regressed case(s)")
         lines.append(f"wrote {out}")
         return lines
+
+
+def _significance_lines(block: Mapping[str, Any] | None) -> list[str]:
+    if not block or not block["tests"]:
+        return []
+    lines = [
+        f"significance (paired over cases; 95% bootstrap interval; sign-flip p, Holm-corrected over "
+        f"{len(block['tests'])} metric(s); seed {block['seed']}, {block['resamples']} resamples; * = survives):"
+    ]
+    for test in block["tests"]:
+        low, high = test["interval"]
+        mark = " *" if test["significant"] else ""
+        lines.append(
+            f"  {test['metric']}: {test['difference']:+.4f} [{low:+.4f}, {high:+.4f}] over {test['cases']} case(s), "
+            f"p {test['p_value']:.4f}, Holm {test['p_holm']:.4f}{mark}"
+        )
+    return lines
 
 
 def _compact(value: Any) -> str:
@@ -210,7 +244,10 @@ def _entry(metric: str, base: float | None, head: float | None, direction: str) 
 
 
 def _classify(
-    base_cases: Mapping[str, Mapping[str, Any]], head_cases: Mapping[str, Mapping[str, Any]], comparison: Comparison
+    base_cases: Mapping[str, Mapping[str, Any]],
+    head_cases: Mapping[str, Mapping[str, Any]],
+    comparison: Comparison,
+    names: Sequence[str] = COMPARISON_METRICS,
 ) -> None:
     counts = dict.fromkeys(("improved", "regressed", "added", "removed", "unchanged"), 0)
     for case_id in sorted(set(base_cases) | set(head_cases), key=lambda s: s.encode("utf-8")):
@@ -220,7 +257,7 @@ def _classify(
             block = head if head is not None else base
             assert block is not None
             entries = []
-            for metric in COMPARISON_METRICS:
+            for metric in names:
                 value = case_value(block, metric)
                 if value is not None:
                     entries.append(
@@ -232,7 +269,7 @@ def _classify(
             comparison.records.append({"kind": kind, "case_id": case_id, "metrics": entries})
             continue
         changed = []
-        for metric in COMPARISON_METRICS:
+        for metric in names:
             old, new = case_value(base, metric), case_value(head, metric)
             if old is None and new is None:
                 continue
@@ -279,15 +316,29 @@ def _side_scalar(report: Report, metric: str, warnings: list[str]) -> tuple[floa
     return scalar(value, str(statistic)), str(statistic)
 
 
+def _answers_scalar(report: Report) -> float | None:
+    """The mean answer-in-context of an artifact's ``answers`` block (None without one)."""
+    return scalar(report.get("answers", "metrics", ANSWER_METRIC), "distribution")
+
+
 def _aggregate(base: Report, head: Report, comparison: Comparison) -> None:
     names: set[str] = set()
     for report in (base, head):
         metrics = report.get("metrics")
         if isinstance(metrics, Mapping):
             names.update(name for name in metrics if isinstance(name, str))
+    for report in (base, head):
+        if isinstance(report.get("answers"), Mapping):
+            names.add(ANSWER_METRIC)
     for metric in sorted(names):
-        old, base_stat = _side_scalar(base, metric, comparison.warnings)
-        new, head_stat = _side_scalar(head, metric, comparison.warnings)
+        base_stat: str | None
+        head_stat: str | None
+        if metric == ANSWER_METRIC:
+            old, new = _answers_scalar(base), _answers_scalar(head)
+            base_stat = head_stat = "distribution"
+        else:
+            old, base_stat = _side_scalar(base, metric, comparison.warnings)
+            new, head_stat = _side_scalar(head, metric, comparison.warnings)
         if old is None and new is None:
             continue
         comparison.aggregate.append(
@@ -300,20 +351,86 @@ def _aggregate(base: Report, head: Report, comparison: Comparison) -> None:
         )
 
 
-def compare_reports(base: Report, head: Report) -> Comparison:
-    """Compare two loaded artifacts."""
+def _compared_metrics(base: Report, head: Report, warnings: list[str]) -> list[str]:
+    """The case-scoped metrics compared: the catalog's, and answer-in-context when both sides
+    have an ``answers`` block (one warning when only one side has it)."""
+    names = list(COMPARISON_METRICS)
+    sides = [isinstance(report.get("answers"), Mapping) for report in (base, head)]
+    if all(sides):
+        names.append(ANSWER_METRIC)
+    elif any(sides):
+        only = "BASE" if sides[0] else "HEAD"
+        warnings.append(f"{ANSWER_METRIC}: only {only} has an answers block (--answers) — not compared case by case")
+    return names
+
+
+def _significance(
+    base_cases: Mapping[str, Mapping[str, Any]],
+    head_cases: Mapping[str, Mapping[str, Any]],
+    names: Sequence[str],
+    resamples: int,
+    seed: int,
+    budgets: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Paired tests per metric over the cases both sides score, Holm-corrected across them."""
+    rng = np.random.default_rng(seed)
+    shared = sorted(set(base_cases) & set(head_cases), key=lambda s: s.encode("utf-8"))
+    tests: list[dict[str, Any]] = []
+    for metric in names:
+        pairs = [(case_value(base_cases[c], metric), case_value(head_cases[c], metric)) for c in shared]
+        kept = [(old, new) for old, new in pairs if old is not None and new is not None]
+        if not kept:
+            continue
+        old_values = np.array([old for old, _ in kept], dtype=np.float64)
+        new_values = np.array([new for _, new in kept], dtype=np.float64)
+        result = paired_test(old_values, new_values, resamples, rng)
+        if result is None:
+            continue
+        tests.append(
+            {
+                "metric": metric,
+                "cases": result.cases,
+                "base_mean": float(old_values.mean()),
+                "head_mean": float(new_values.mean()),
+                "difference": result.mean,
+                "interval": [result.low, result.high],
+                "p_value": result.p_value,
+            }
+        )
+    for test, adjusted in zip(tests, holm([test["p_value"] for test in tests]), strict=True):
+        test["p_holm"] = adjusted
+        test["significant"] = adjusted <= ALPHA
+    return {
+        "method": "paired over the cases both runs score: difference HEAD - BASE; 95% percentile bootstrap "
+        "interval of its mean; two-sided sign-flip randomization p-value (exact when 2^cases <= resamples); "
+        f"Holm-Bonferroni over the metrics tested, significant when the adjusted p <= {ALPHA}",
+        "seed": seed,
+        "resamples": resamples,
+        "alpha": ALPHA,
+        "budget": dict(budgets),
+        "tests": tests,
+    }
+
+
+def compare_reports(base: Report, head: Report, *, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
+    """Compare two loaded artifacts (``resamples`` and ``seed``: the significance tests)."""
     comparison = Comparison(base, head)
     comparison.warnings.extend(_mismatch_warnings(base, head))
     base_cases = _index(base, comparison.warnings)
     head_cases = _index(head, comparison.warnings)
-    _classify(base_cases, head_cases, comparison)
+    names = _compared_metrics(base, head, comparison.warnings)
+    _classify(base_cases, head_cases, comparison, names)
     _aggregate(base, head, comparison)
+    budgets = {"base": base.get("inputs", "budget"), "head": head.get("inputs", "budget")}
+    comparison.significance = _significance(base_cases, head_cases, names, resamples, seed, budgets)
     return comparison
 
 
-def compare_paths(base_path: str, head_path: str) -> Comparison:
+def compare_paths(base_path: str, head_path: str, *, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
     """Load both artifacts and compare them."""
-    return compare_reports(load_report(base_path, "BASE"), load_report(head_path, "HEAD"))
+    return compare_reports(
+        load_report(base_path, "BASE"), load_report(head_path, "HEAD"), resamples=resamples, seed=seed
+    )
 
 
 def format_warnings(warnings: Sequence[str]) -> list[str]:

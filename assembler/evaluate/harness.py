@@ -13,6 +13,7 @@ from typing import Any
 from assembler.contract.jsontext import format_f32
 from assembler.contract.request import Limits, resolve_limits
 from assembler.evaluate import metrics
+from assembler.evaluate.answers import Answers, answers_block, evidence_text, in_context, item_text
 from assembler.evaluate.artifact import generated_at
 from assembler.evaluate.assembly import Assembled, assemble_case, assemble_cases, assemble_cases_on_ray, evidence_block
 from assembler.evaluate.baseline import cut, truncate
@@ -78,6 +79,8 @@ class CaseOutcome:
     budget: dict[str, Any] | None = None
     budget_dropped: int = 0
     structural_ran: bool = False
+    evidence_text: str = ""
+    """The served evidence text (answer-in-context); never written to the artifact."""
 
 
 def _hit_locator(hit: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,7 +99,7 @@ def _hit_locator(hit: Mapping[str, Any]) -> dict[str, Any]:
 
 def _baseline_lane(
     case: EvalCase, dump: DumpRecord, limits: Limits | None
-) -> tuple[dict[str, Any], list[metrics.Hit], dict[str, Any] | None, int]:
+) -> tuple[dict[str, Any], list[metrics.Hit], dict[str, Any] | None, int, str]:
     hits = cut(dump.passages(), case.limit)
     budget = None
     dropped = 0
@@ -112,7 +115,8 @@ def _baseline_lane(
         }
         dropped = outcome.omitted_total
     block = {"outcome": "searched", "hits": [_hit_locator(hit) for hit in hits], "latency_ms": None}
-    return block, [(hit["source"], hit["paragraph"]) for hit in hits], budget, dropped
+    text = evidence_text([hit["text"] for hit in hits])
+    return block, [(hit["source"], hit["paragraph"]) for hit in hits], budget, dropped, text
 
 
 def _missed(
@@ -180,8 +184,10 @@ def evaluate_case(
     carries_graph: bool,
     corpus: Corpus | None = None,
     preassembled: Assembled | None = None,
+    texts: bool = False,
 ) -> CaseOutcome:
-    """Run and score one case (``preassembled``: its package, when another engine assembled it)."""
+    """Run and score one case (``preassembled``: its package, when another engine assembled it;
+    ``texts``: keep the served evidence text, for answer-in-context)."""
     limits = config.budget
     outcome = CaseOutcome(block={})
     evidence = None
@@ -201,8 +207,12 @@ def evaluate_case(
         outcome.budget = {**package_budget, "omitted_total": assembled.package["omitted_total"]}
         outcome.budget_dropped = sum(by_reason.get(reason, 0) for reason in BUDGET_REASONS)
         outcome.passage_latency = outcome.evidence_latency = latency
+        if texts:
+            outcome.evidence_text = evidence_text([item_text(item) for item in assembled.package["items"]])
     else:
-        passage, hits, outcome.budget, outcome.budget_dropped = _baseline_lane(case, dump, limits)
+        passage, hits, outcome.budget, outcome.budget_dropped, text = _baseline_lane(case, dump, limits)
+        if texts:
+            outcome.evidence_text = text
 
     structural = None
     if case.declares_structural and carries_graph:
@@ -260,9 +270,10 @@ def evaluate_case(
 
 
 def evaluate_cases(
-    evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None
+    evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None, keep_texts: bool = False
 ) -> list[CaseOutcome]:
-    """Every case in eval order; the assembly side runs as one batch (``engine="ray"``: one Ray job)."""
+    """Every case in eval order; the assembly side runs as one batch (``engine="ray"``: one Ray job).
+    ``keep_texts``: keep each case's served evidence text (only what answer-in-context needs)."""
     pairs = list(zip(evalset.cases, lanes.records, strict=True))
     packages: list[Assembled | None] = [None] * len(pairs)
     if config.assembly:
@@ -274,7 +285,7 @@ def evaluate_cases(
             texts = [dump.text for _, dump in pairs]
             packages = list(assemble_cases(batch, config.budget, get_policy(config.policy), texts))
     return [
-        evaluate_case(case, dump, config, lanes.carries_graph, corpus, package)
+        evaluate_case(case, dump, config, lanes.carries_graph, corpus, package, keep_texts)
         for (case, dump), package in zip(pairs, packages, strict=True)
     ]
 
@@ -428,13 +439,17 @@ def run_artifact(
     warnings: Sequence[str] = (),
     corpus: Corpus | None = None,
     corpus_paths: Mapping[str, str] | None = None,
+    answers: Answers | None = None,
 ) -> tuple[dict[str, Any], list[CaseOutcome]]:
     """Evaluate every case and build the artifact (``thresholds`` left null for the gate to fill).
 
     ``corpus_paths`` names the snapshot files (``sources``, ``citations``) and their SHA-256 digests
     (``sources_sha256``, ``citations_sha256``), recorded in ``inputs`` and the corpus revision.
+    ``answers`` adds answer-in-context: ``answer_in_context`` (1 or 0) in each scored case block
+    and the additive top-level ``answers`` block after ``metrics``
+    (:mod:`assembler.evaluate.answers`); without it the artifact is as before.
     """
-    outcomes = evaluate_cases(evalset, lanes, config, corpus)
+    outcomes = evaluate_cases(evalset, lanes, config, corpus, keep_texts=answers is not None)
     paths = dict(corpus_paths or {})
     inputs: dict[str, Any] = {
         "eval": {"path": evalset.path, "name": evalset.name, "cases": len(evalset.cases)},
@@ -482,4 +497,10 @@ def run_artifact(
         artifact["warnings"] = list(warnings)
     artifact["cases"] = [outcome.block for outcome in outcomes]
     artifact["metrics"] = aggregate(evalset, lanes, config, outcomes, corpus)
+    if answers is not None:
+        values = in_context(answers, [outcome.evidence_text for outcome in outcomes])
+        for outcome, value in zip(outcomes, values, strict=True):
+            if value is not None:
+                outcome.block["answer_in_context"] = value
+        artifact["answers"] = answers_block(answers, values)
     return artifact, outcomes

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from assembler.contract.request import Limits
+from assembler.evaluate.answers import evidence_text
 from assembler.evaluate.assembly import case_request, limit_overrides
 from assembler.evaluate.baseline import cut, truncate
 from assembler.evaluate.dump import CaseLanes
@@ -26,7 +27,15 @@ from assembler.selection import QualityPolicy, SelectionInputs, SelectionPolicy
 from assembler.stages.lanes import build_batch, parse_record
 from assembler.stages.reorder import RerankStage
 
-__all__ = ["Prepared", "baseline_hits", "policy_hits", "prepare"]
+__all__ = [
+    "Prepared",
+    "admitted_hits",
+    "baseline_hits",
+    "baseline_served",
+    "policy_admitted",
+    "policy_hits",
+    "prepare",
+]
 
 
 @dataclass(frozen=True)
@@ -52,17 +61,26 @@ def prepare(evalset: EvalSet, lanes: CaseLanes, limits: Limits) -> Prepared:
     return Prepared(limits, fused.candidates, fused.inputs, tuple(case.limit for case in evalset.cases))
 
 
-def policy_hits(prepared: Prepared, policy: SelectionPolicy) -> list[list[Hit]]:
-    """Each case's hit list under ``policy``: the admitted items in package order, each item's own
-    locator (passages and communities) then its citation refs in ``(source, paragraph)`` order,
-    cut at the case limit."""
+def policy_admitted(prepared: Prepared, policy: SelectionPolicy) -> pl.DataFrame:
+    """The decisions of the items ``policy`` admits, in package order (``q``, then ``walk_step``)."""
     if isinstance(policy, QualityPolicy):
         if policy.words not in prepared.suppressed:
             prepared.suppressed[policy.words] = policy.suppressed(prepared.fused)
         decisions = policy.select_suppressed(prepared.suppressed[policy.words], prepared.inputs).decisions
     else:
         decisions = policy.select(prepared.fused, prepared.inputs).decisions
-    admitted = decisions.filter("admitted").sort("q", "walk_step")
+    return decisions.filter("admitted").sort("q", "walk_step")
+
+
+def policy_hits(prepared: Prepared, policy: SelectionPolicy) -> list[list[Hit]]:
+    """Each case's hit list under ``policy``: the admitted items in package order, each item's own
+    locator (passages and communities) then its citation refs in ``(source, paragraph)`` order,
+    cut at the case limit."""
+    return admitted_hits(prepared, policy_admitted(prepared, policy))
+
+
+def admitted_hits(prepared: Prepared, admitted: pl.DataFrame) -> list[list[Hit]]:
+    """:func:`policy_hits` of the admitted decisions :func:`policy_admitted` returned."""
     locators = prepared.inputs.citations
     refs = (
         admitted.select("q", "walk_step", "citation_ids")
@@ -91,12 +109,20 @@ def policy_hits(prepared: Prepared, policy: SelectionPolicy) -> list[list[Hit]]:
 
 def baseline_hits(evalset: EvalSet, lanes: CaseLanes, limits: Limits) -> list[list[Hit]]:
     """Each case's baseline hit list: the passage lane cut at the case limit, truncated to ``limits``."""
+    return baseline_served(evalset, lanes, limits)[0]
+
+
+def baseline_served(evalset: EvalSet, lanes: CaseLanes, limits: Limits) -> tuple[list[list[Hit]], list[str]]:
+    """:func:`baseline_hits` and each case's evidence text (the kept passages' texts, joined by a
+    newline, as the harness serves them)."""
     result: list[list[Hit]] = []
+    texts: list[str] = []
     for case, dump in zip(evalset.cases, lanes.records, strict=True):
         hits = cut(dump.passages(), case.limit)
         kept = truncate(dump.record.context, hits, limits).kept
         result.append([(hits[i]["source"], hits[i]["paragraph"]) for i in kept])
-    return result
+        texts.append(evidence_text([hits[i]["text"] for i in kept]))
+    return result, texts
 
 
 def hit_lists(prepared: Prepared, policies: Sequence[SelectionPolicy]) -> list[list[list[Hit]]]:

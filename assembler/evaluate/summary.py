@@ -81,6 +81,12 @@ def run_summary(artifact: Mapping[str, Any]) -> list[str]:
             f"assembly step over {evidence['n']} case(s): mean {_fmt(evidence['mean'])} ms, "
             f"p90 {_fmt(evidence['p90'])} ms"
         )
+    answers = artifact.get("answers", {}).get("metrics", {}).get("answers.in_context")
+    if answers is not None and answers["n"]:
+        lines.append(
+            f"answer-in-context over {answers['n']} case(s): mean {_fmt(answers['mean'])} "
+            "(a normalized gold answer in the served evidence text)"
+        )
     absent = sorted(name for name, value in metrics.items() if "absent" in value)
     if absent:
         lines.append(f"absent (no samples offline, reason in the artifact): {', '.join(absent)}")

@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from assembler.contract.request import Limits
+from assembler.evaluate.answers import METRIC as ANSWER_METRIC
+from assembler.evaluate.answers import Answers
 from assembler.evaluate.artifact import dump_json, scalar, write_json, write_text
-from assembler.evaluate.catalog import DEFINITIONS, METRICS
+from assembler.evaluate.catalog import DEFINITIONS
 from assembler.evaluate.corpus import Corpus
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
@@ -133,19 +135,27 @@ class SweepResult:
     rows: list[dict[str, Any]]
 
     def value(self, budget: Budget, mode: str, metric: str) -> float | None:
-        """A metric's scalar for one budget and mode."""
+        """A metric's scalar for one budget and mode (answer-in-context from the ``answers`` block)."""
         artifact = self.artifacts[(budget.label, mode)]
+        if metric == ANSWER_METRIC:
+            return scalar(artifact.get("answers", {}).get("metrics", {}).get(metric), "distribution")
         return scalar(artifact["metrics"][metric], DEFINITIONS[metric].statistic)
 
+    @property
+    def has_answers(self) -> bool:
+        """Whether the runs scored answer-in-context (``--answers``)."""
+        return any("answers" in artifact for artifact in self.artifacts.values())
+
     def summary(self) -> list[str]:
-        """A fixed-width table of the headline metrics."""
-        names = ("recall@k", "nDCG", "MRR", "cit.rec", "sources", "omitted")
+        """A fixed-width table of the headline metrics (and answer-in-context, with ``--answers``)."""
+        names = ("recall@k", "nDCG", "MRR", "cit.rec", "sources", "omitted") + (("answer",) if self.has_answers else ())
+        shown = SUMMARY_METRICS + ((ANSWER_METRIC,) if self.has_answers else ())
         width = max(len("budget"), *(len(b.label) for b in self.budgets))
         lines = [f"{'budget':<{width}}  {'mode':<8}  " + "  ".join(f"{n:>8}" for n in names)]
         for budget in self.budgets:
             for mode in MODES:
                 cells = []
-                for metric in SUMMARY_METRICS:
+                for metric in shown:
                     v = self.value(budget, mode, metric)
                     cells.append(f"{'n/a':>8}" if v is None else f"{v:>8.3f}")
                 lines.append(f"{budget.label:<{width}}  {mode:<8}  " + "  ".join(cells))
@@ -161,8 +171,9 @@ def run_sweep(
     out_dir: str,
     corpus: Corpus | None = None,
     corpus_paths: Mapping[str, str] | None = None,
+    answers: Answers | None = None,
 ) -> SweepResult:
-    """Run baseline and assembly at every budget."""
+    """Run baseline and assembly at every budget (``answers``: answer-in-context rows too)."""
     artifacts: dict[tuple[str, str], dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     for budget in budgets:
@@ -170,10 +181,15 @@ def run_sweep(
         for mode in MODES:
             config = RunConfig(assembly=mode == "assembly", policy=policy, overrides=overrides)
             out = str(Path(out_dir) / run_name(budget, mode))
-            artifact, _ = run_artifact(evalset, lanes, config, out=out, corpus=corpus, corpus_paths=corpus_paths)
+            artifact, _ = run_artifact(
+                evalset, lanes, config, out=out, corpus=corpus, corpus_paths=corpus_paths, answers=answers
+            )
             artifacts[(budget.label, mode)] = artifact
-            for metric in METRICS:
-                value = artifact["metrics"][metric]
+            values = dict(artifact["metrics"])
+            if answers is not None:
+                values[ANSWER_METRIC] = artifact["answers"]["metrics"][ANSWER_METRIC]
+            for metric, value in values.items():
+                statistic = "distribution" if metric == ANSWER_METRIC else DEFINITIONS[metric].statistic
                 rows.append(
                     {
                         "budget": budget.label,
@@ -181,7 +197,7 @@ def run_sweep(
                         "mode": mode,
                         "policy": policy if mode == "assembly" else None,
                         "metric": metric,
-                        "value": scalar(value, DEFINITIONS[metric].statistic),
+                        "value": scalar(value, statistic),
                         "n": value.get("n"),
                     }
                 )

@@ -8,7 +8,9 @@ Per set it writes the retrieval inputs (``corpus.jsonl``, ``triples.jsonl``, ``s
 ``contexts.jsonl``) to ``build/eval/<set>/`` (not committed), then ``data/eval/<set>/eval.jsonl``
 (``taguru_eval: 1``), ``sources.jsonl``, ``citations.jsonl``, ``SOURCE.md``, and finally
 ``lanes.jsonl`` through the same code path as ``assembler lanes build``. ``--no-lanes`` stops
-before the lanes (no ``retrieval`` extra needed). Every output is deterministic.
+before the lanes (no ``retrieval`` extra needed). Every output is deterministic. A set whose raw
+data has gold answers also gets ``answers.jsonl`` (``{"case_id", "answers"}`` per line, the
+sidecar ``assembler evaluate --answers`` reads).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Converted:
     summaries: list[Summary] = field(default_factory=list)
     contexts: dict[str, str] = field(default_factory=dict)
     source_note: str = ""
+    answers: list[Json] = field(default_factory=list)
+    """``{"case_id", "answers"}`` per case with gold answer strings (``answers.jsonl``)."""
 
 
 def _dump(value: Any) -> str:
@@ -95,6 +99,18 @@ def join_sentences(sentences: Iterable[str]) -> str:
     return text
 
 
+def _answers(case_id: str, answers: Iterable[Any]) -> Json | None:
+    """An ``answers.jsonl`` line: the distinct non-blank answer strings in order (numbers as
+    text), or None when none is left."""
+    texts = list(dict.fromkeys(str(answer).strip() for answer in answers if answer is not None))
+    texts = [text for text in texts if text]
+    return {"case_id": case_id, "answers": texts} if texts else None
+
+
+_YES_NO = frozenset({"yes", "no"})
+"""Answers of comparison questions: not spans, so a substring test of them means nothing."""
+
+
 def _source(source: str, paragraph: int, relevance: int | None = None) -> Json:
     entry: Json = {"source": source, "paragraphs": [paragraph]}
     if relevance is not None:
@@ -140,7 +156,12 @@ def hotpotqa(
     titles = {p.source for p in paragraphs}
     index = MentionIndex([p.text for p in paragraphs])
     cases = []
+    answers = []
     for row in _spread(rows, size or HOTPOTQA_CASES):
+        gold_answers = [row.get("answer"), *row.get("answer_aliases", [])] if row.get("answerable", True) else []
+        spans = [a for a in gold_answers if a is not None and str(a).strip().lower() not in _YES_NO]
+        if (line := _answers(row["_id"], spans)) is not None:
+            answers.append(line)
         sentences = dict((title, s) for title, s in row["context"])
         number = {title: corpus[(title, join_sentences(s))].paragraph for title, s in row["context"]}
         gold = list(dict.fromkeys(title for title, _ in row["supporting_facts"] if title in sentences))
@@ -158,7 +179,14 @@ def hotpotqa(
                 ],
             }
         )
-    return Converted("hotpotqa", f"hotpotqa-distractor-hard-{len(cases)}", paragraphs, cases, source_note=HOTPOTQA_NOTE)
+    return Converted(
+        "hotpotqa",
+        f"hotpotqa-distractor-hard-{len(cases)}",
+        paragraphs,
+        cases,
+        source_note=HOTPOTQA_NOTE,
+        answers=answers,
+    )
 
 
 # ---------------------------------------------------------------- JSQuAD
@@ -185,8 +213,11 @@ def jsquad(
     index = MentionIndex([p.text for p in paragraphs])
     titles = sorted({p.name for p in paragraphs}, key=lambda t: (-len(t), t))
     cases = []
+    answers = []
     for paragraph, qa in _spread(questions, size or JSQUAD_CASES):
         answer = qa["answers"][0]["text"]
+        if (line := _answers(qa["id"], [a["text"] for a in qa["answers"]])) is not None:
+            answers.append(line)
         cues = index.specific(question_entities(qa["question"], titles), keep=titles)
         case: Json = {
             "case_id": qa["id"],
@@ -198,7 +229,9 @@ def jsquad(
         if answer.strip() and answer in paragraph.text:
             case["expected_citations"][0]["quote"] = answer.strip()
         cases.append(case)
-    return Converted("jsquad", f"jsquad-v1.3-valid-{len(cases)}", paragraphs, cases, source_note=JSQUAD_NOTE)
+    return Converted(
+        "jsquad", f"jsquad-v1.3-valid-{len(cases)}", paragraphs, cases, source_note=JSQUAD_NOTE, answers=answers
+    )
 
 
 # ---------------------------------------------------------------- LoCoMo
@@ -220,6 +253,7 @@ def locomo(
     facts: list[Fact] = []
     summaries: list[Summary] = []
     cases: list[Json] = []
+    answers: list[Json] = []
     contexts: dict[str, str] = {}
     for conversation in data:
         context = conversation["sample_id"]
@@ -286,6 +320,8 @@ def locomo(
         for index, qa, gold in _spread(eligible, size // len(data) if size else LOCOMO_PER_CONVERSATION):
             case_id = f"{context}/q{index:03d}"
             contexts[case_id] = context
+            if (line := _answers(case_id, [qa.get("answer")])) is not None:
+                answers.append(line)
             cases.append(
                 {
                     "case_id": case_id,
@@ -296,7 +332,15 @@ def locomo(
                 }
             )
     return Converted(
-        "locomo", f"locomo10-{len(cases)}", corpus, cases, facts, summaries, contexts, source_note=LOCOMO_NOTE
+        "locomo",
+        f"locomo10-{len(cases)}",
+        corpus,
+        cases,
+        facts,
+        summaries,
+        contexts,
+        source_note=LOCOMO_NOTE,
+        answers=answers,
     )
 
 
@@ -551,9 +595,13 @@ def write_inputs(converted: Converted, work: Path) -> dict[str, Path]:
 
 
 def write_outputs(converted: Converted, out: Path) -> dict[str, Path]:
-    """``eval.jsonl``, ``sources.jsonl``, ``citations.jsonl`` and ``SOURCE.md`` under ``out``."""
+    """``eval.jsonl``, ``sources.jsonl``, ``citations.jsonl``, ``SOURCE.md`` and, for a set with
+    gold answers, ``answers.jsonl`` under ``out``."""
     paths = {name: out / name for name in ("eval.jsonl", "sources.jsonl", "citations.jsonl", "SOURCE.md")}
     _write(paths["eval.jsonl"], [_dump({"taguru_eval": 1, "name": converted.title}), *map(_dump, converted.cases)])
+    if converted.answers:
+        paths["answers.jsonl"] = out / "answers.jsonl"
+        _write(paths["answers.jsonl"], map(_dump, converted.answers))
     counts: dict[tuple[str, str], int] = {}
     for p in converted.corpus:
         counts[(p.context, p.source)] = counts.get((p.context, p.source), 0) + 1
@@ -593,6 +641,7 @@ def write_outputs(converted: Converted, out: Path) -> dict[str, Path]:
         "summaries": len(converted.summaries),
         "regenerate": REGENERATE,
         "per_context": len(converted.cases) // max(1, len({p.context for p in converted.corpus})),
+        "answered": len(converted.answers),
     }
     _write(paths["SOURCE.md"], [converted.source_note.strip().format(**stats)])
     return paths
@@ -724,6 +773,9 @@ files are under the same licence. The third-party field `reranked_ret_res` is ig
   that mention a cue, at most 20; citations for every attribution.
 * `sources.jsonl` = the corpus source list (preflight, `sources_count`); `citations.jsonl` = the
   text of every `expected_citations` locator (the citation lane offline).
+* `answers.jsonl` = the gold answer of {answered} of the {cases} cases (`evaluate --answers`:
+  answer-in-context); the yes/no answers of comparison questions are left out (not spans), so
+  those cases have no answer-in-context score.
 
 ## Regenerate
 
@@ -758,6 +810,8 @@ github yahoojapan/JGLUE @ 6f071c0, `datasets/jsquad-v1.3/valid-v1.3.json`. Licen
   entity-mention graph lane: (title, `mentions`, cue) for each of the top 20 fused paragraphs that
   mention a cue, at most 20; citations for every attribution.
 * `sources.jsonl` = the source list; `citations.jsonl` = the text of every expected citation.
+* `answers.jsonl` = every distinct gold answer of each question ({answered} cases; `evaluate
+  --answers`: answer-in-context).
 
 ## Regenerate
 
@@ -801,6 +855,9 @@ Observations and session summaries are model-generated; the QA evidence labels a
   conversation.
 * **Lanes**: BM25 (word tokens) + multilingual-e5-small, fused by RRF, 10 passages per query
   within the conversation; observation graph (at most 20); up to 5 session summaries; citations.
+* `answers.jsonl` = the gold answer of each question ({answered} cases; numbers written as text;
+  `evaluate --answers`: answer-in-context). Many are free-form (category 3 inferences), which a
+  substring test rarely finds even when the evidence is served.
 
 ## Regenerate
 

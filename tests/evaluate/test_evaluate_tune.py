@@ -241,3 +241,221 @@ def test_a_lane_mapped_to_none_keeps_its_facts_behind_the_passages() -> None:
     assert kinds(early)[:2] == ["passage", "association"]
     late = QualityPolicy(fact_lag=0, statement_share=None, guard=False, lane_offsets=(("graph_activate", None),))
     assert kinds(late) == ["passage", "passage", "passage", "association"]
+
+
+# --- adoption: only what cross-validation supports ------------------------------------------------
+
+
+def _fact_case(case_id: str, gold_in_fact: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A case of two passages and one graph fact citing a paragraph the passages lack. With the
+    case limit of 2, an early fact (lag 0) takes the second hit: a gain where the fact cites the
+    gold paragraph, a loss where the second passage is the gold one. The untuned quality (lag 3)
+    keeps both passages."""
+    from evalkit import passage, record
+
+    fact = f"{case_id}-fact.md"
+    gold = fact if gold_in_fact else f"{case_id}-b.md"
+    activation = {
+        "strength": 0.5,
+        "path": ["x"],
+        "association": {
+            "subject": "Subject",
+            "label": f"says {case_id}",
+            "object": f"the answer {case_id} in a statement of some length",
+            "weight": 1.0,
+            "count": 1,
+            "attributions": [
+                {"source": fact, "weight": 1.0, "count": 1, "paragraph": 0, "section": None, "locator": None}
+            ],
+        },
+    }
+    citation = {
+        "source": fact,
+        "paragraph": 0,
+        "citation": {"text": "c", "source": fact, "section": None, "locator": None},
+    }
+    dump = record(
+        case_id,
+        [passage(f"{case_id}-a.md", 0, "alpha passage text"), passage(f"{case_id}-b.md", 0, "beta passage text")],
+        graph_activate=[activation],
+        citations=[citation],
+    )
+    case = {"case_id": case_id, "query": f"question {case_id}", "expected_sources": [{"source": gold}],
+            "options": {"limit": 2}}  # fmt: skip
+    return case, dump
+
+
+def synthetic_tune(
+    tmp_path: Path, cases: list[tuple[str, bool]], *flags: str, answers: bool = False
+) -> tuple[int, dict[str, Any]]:
+    from evalkit import dumps
+
+    built = [_fact_case(case_id, gain) for case_id, gain in cases]
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "eval.jsonl").write_text(
+        dumps({"taguru_eval": 1}) + "\n" + "".join(dumps(c) + "\n" for c, _ in built), encoding="utf-8"
+    )
+    (tmp_path / "lanes.jsonl").write_text("".join(dumps(d) + "\n" for _, d in built), encoding="utf-8")
+    args = ["evaluate", "tune", "--eval", str(tmp_path / "eval.jsonl"), "--lanes", str(tmp_path / "lanes.jsonl")]
+    if answers:
+        lines = [{"case_id": case_id, "answers": [f"answer {case_id}"]} for case_id, _ in cases]
+        (tmp_path / "answers.jsonl").write_text("".join(dumps(line) + "\n" for line in lines), encoding="utf-8")
+        args += ["--answers", str(tmp_path / "answers.jsonl")]
+    out = tmp_path / "tuned.json"
+    grid_flags = ["--lags", "none,0", "--shares", "none", "--budgets", "default", "--folds", str(len(cases))]
+    code = main([*args, *grid_flags, *flags, "--out", str(out)])
+    return code, json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+
+
+def test_a_candidate_that_loses_held_out_is_not_written_and_the_file_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Chosen on all three cases, lag 0 wins (two gains, one loss). Held out (leave one out), a fold
+    # holding a gain case ties and keeps the untuned quality; the fold holding the loss case
+    # chooses lag 0 and loses it: the cross-validated gain is -1/3.
+    code, tuned = synthetic_tune(tmp_path, [("g1", True), ("g2", True), ("l1", False)])
+    assert code == 0
+    untuned = QualityPolicy(name="quality-tuned")
+    assert tuned["policy"] == untuned.to_config()
+    tuning = tuned["tuning"]
+    assert tuning["candidate"]["fact_lag"] == 0 and tuning["adopted"] is False
+    decision = tuning["decision"]
+    assert decision["adopted"] is False and decision["reason"].startswith("cross-validation does not support")
+    assert "held-out gain over the untuned quality -0.3333 is not positive" in decision["reason"]
+    gain = decision["per_budget"][0]["gain_over_quality"]
+    assert gain["mean"] == pytest.approx(-1 / 3, abs=1e-6) and gain["cases"] == 3
+    assert tuning["stability"]["candidate_chosen_in"] == 1 and tuning["stability"]["folds"] == 3
+    assert tuning["all_cases"]["candidate"][0] == pytest.approx(2 / 3, abs=1e-6)
+    assert tuning["all_cases"]["tuned"][0] == tuning["all_cases"]["quality"][0] == pytest.approx(1 / 3, abs=1e-6)
+    captured = capsys.readouterr()
+    assert "wrote the untuned quality settings: cross-validation does not support" in captured.err
+    assert "NOT adopted" in captured.out and "chosen by 1 of 3 folds" in captured.out
+
+
+def test_a_candidate_that_wins_held_out_is_adopted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, tuned = synthetic_tune(tmp_path, [("g1", True), ("g2", True), ("g3", True)])
+    assert code == 0
+    assert tuned["policy"]["fact_lag"] == 0 and tuned["policy"]["statement_share"] is None
+    tuning = tuned["tuning"]
+    assert tuning["adopted"] is True and tuning["decision"]["adopted"] is True
+    assert tuning["decision"]["per_budget"][0]["gain_over_quality"]["low"] == pytest.approx(1.0)
+    assert tuning["stability"] == {
+        "folds": 3,
+        "candidate_chosen_in": 3,
+        "distinct_settings": 1,
+        "per_fold": [tuning["candidate"]] * 3,
+    }
+    assert "wrote the untuned" not in capsys.readouterr().err
+
+
+def test_the_same_seed_gives_the_same_decision_file(tmp_path: Path) -> None:
+    first = synthetic_tune(tmp_path / "a", [("g1", True), ("g2", True), ("l1", False)], "--seed", "2")
+    second = synthetic_tune(tmp_path / "b", [("g1", True), ("g2", True), ("l1", False)], "--seed", "2")
+    assert first[0] == second[0] == 0
+    strip = [
+        json.dumps({k: v for k, v in t["tuning"].items() if k not in ("eval", "lanes")}) for _, t in (first, second)
+    ]
+    assert strip[0] == strip[1]
+
+
+def test_below_the_baseline_held_out_falls_back_even_with_a_gain_over_quality() -> None:
+    from assembler.evaluate.tune import decide
+
+    held = np.array([[0.6, 0.6, 0.6, 0.6]])
+    quality = np.array([[0.5, 0.5, 0.5, 0.5]])
+    baseline = np.array([[0.7, 0.7, 0.7, 0.7]])
+    rng = np.random.default_rng(0)
+    decision = decide(False, held, quality, {"recall_at_k": (held, baseline)}, ["tight"], 0.05, rng)
+    assert not decision.adopted and "tight: held out -0.1000 against the baseline on recall_at_k" in decision.reason
+    within = decide(False, held, quality, {"recall_at_k": (held, baseline - 0.08)}, ["tight"], 0.05, rng)
+    assert within.adopted
+    # a gain whose lower bound is below -margin is not adopted either
+    noisy = np.array([[1.0, 0.0, 1.0, 0.0, 1.0]])
+    even = np.array([[0.0, 1.0, 0.0, 1.0, 0.5]])
+    doubtful = decide(False, noisy, even, {}, ["tight"], 0.05, rng)
+    assert not doubtful.adopted and "lower bound" in doubtful.reason
+    assert decide(True, held, quality, {}, ["tight"], 0.05, rng).reason.startswith("no setting beat")
+
+
+def test_the_objective_names_metrics_or_a_weighted_sum() -> None:
+    from assembler.evaluate.errors import EvaluateError
+    from assembler.evaluate.tune import parse_objective
+
+    assert parse_objective("recall=0.5,ndcg=0.5") == {"recall_at_k": 0.5, "ndcg": 0.5}
+    assert parse_objective("answer", answers=True) == {"answer_in_context": 1.0}
+    for bad, message in [
+        ("bleu", "unknown metric 'bleu'"),
+        ("ndcg=0", "must be a positive number"),
+        ("ndcg=x", "must be a positive number"),
+        ("ndcg,ndcg=2", "ndcg given twice"),
+        ("answer_in_context", "needs --answers FILE"),
+    ]:
+        with pytest.raises(EvaluateError, match=message):
+            parse_objective(bad)
+
+
+def test_a_weighted_objective_with_answers_reports_every_metric_for_every_mode(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, tuned = synthetic_tune(
+        tmp_path, [("g1", True), ("g2", True), ("g3", True)], "--objective", "recall=0.5,answer=0.5", answers=True
+    )
+    assert code == 0
+    tuning = tuned["tuning"]
+    assert tuning["objective"] == {"recall_at_k": 0.5, "answer_in_context": 0.5}
+    assert tuning["metric"] == "recall_at_k=0.5,answer_in_context=0.5"
+    for part in ("all_cases", "held_out"):
+        assert set(tuning["metrics"][part]) == {"recall_at_k", "ndcg", "mrr", "answer_in_context"}
+        for table in tuning["metrics"][part].values():
+            assert set(table) == {"tuned", "quality", "contract", "baseline"}
+    # the fact states the answer: every package serves it (the untuned quality too, after the
+    # passages, where the case limit of 2 hides it from recall@k); the passages alone do not
+    held = tuning["metrics"]["held_out"]["answer_in_context"]
+    assert held["tuned"] == held["quality"] == [1.0] and held["baseline"] == [0.0]
+    assert tuning["metrics"]["held_out"]["recall_at_k"]["quality"] == [0.0]
+    guarded = tuning["decision"]["per_budget"][0]["versus_baseline"]
+    assert set(guarded) == {"recall_at_k=0.5,answer_in_context=0.5", "recall_at_k", "answer_in_context"}
+    out = capsys.readouterr().out
+    assert "every metric, held out" in out and "answer_in_context" in out
+
+
+def test_objective_errors_exit_2_before_anything_is_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, tuned = synthetic_tune(tmp_path, [("g1", True), ("g2", True)], "--objective", "answer")
+    assert code == 2 and tuned == {} and "needs --answers FILE" in capsys.readouterr().err
+    code, tuned = synthetic_tune(tmp_path, [("g1", True), ("g2", True)], "--objective", "ndcg", "--metric", "mrr")
+    assert code == 2 and tuned == {} and "give one" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["locomo", "jsquad"])
+def test_the_searchs_answer_in_context_equals_the_harness(tmp_path: Path, name: str) -> None:
+    """The search scores answer-in-context from item texts normalized once; the harness from each
+    package's whole evidence text. Both give the same per-case values."""
+    from assembler.evaluate.answers import load_answers
+    from assembler.evaluate.harness import RunConfig, limits_json, run_artifact
+    from assembler.evaluate.tune import _Scorer
+    from assembler.selection import register_policy
+
+    folder = ROOT / "data" / "eval" / name
+    lines = (folder / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "eval.jsonl").write_text("\n".join(lines[:26]) + "\n", encoding="utf-8")
+    evalset = load_eval(str(tmp_path / "eval.jsonl"))
+    lanes = load_lanes(str(folder / "lanes.jsonl"), evalset)
+    answers = load_answers(str(folder / "answers.jsonl"), evalset)
+    budgets = parse_budgets("items=5/tokens=1500,default")
+    scorer = _Scorer(evalset, [prepare(evalset, lanes, b.limits) for b in budgets], answers)
+    tuned = QualityPolicy(name="quality-early-facts-for-a-test", fact_lag=0, statement_share=None, guard=False)
+    register_policy(tuned)
+    for policy in (CONTRACT, QualityPolicy(), tuned):
+        fast = scorer.policy(policy)["answer_in_context"]
+        for index, budget in enumerate(budgets):
+            config = RunConfig(assembly=True, policy=policy.name, overrides=limits_json(budget.limits))
+            artifact, _ = run_artifact(evalset, lanes, config, out="-", answers=answers)
+            slow = [block.get("answer_in_context", np.nan) for block in artifact["cases"]]
+            assert np.array_equal(fast[index], np.array(slow, dtype=float), equal_nan=True), (policy.name, budget.label)
+    baseline = scorer.baseline(lanes, budgets)["answer_in_context"]
+    for index, budget in enumerate(budgets):
+        artifact, _ = run_artifact(
+            evalset, lanes, RunConfig(overrides=limits_json(budget.limits)), out="-", answers=answers
+        )
+        slow = [block.get("answer_in_context", np.nan) for block in artifact["cases"]]
+        assert np.array_equal(baseline[index], np.array(slow, dtype=float), equal_nan=True)
