@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from assembler.errors import UsageError
+from assembler.errors import UsageError, shown_path
 
 __all__ = ["PathGroup", "refuse_same_files", "shown"]
 
@@ -27,9 +27,9 @@ PathGroup = Mapping[str, "str | os.PathLike[str] | Sequence[str | os.PathLike[st
 
 
 def shown(path: str | bytes | os.PathLike[str]) -> str:
-    """A file name as messages show it: printable whatever its bytes (a non-UTF-8 byte of a
-    POSIX file name, held as a surrogate by :func:`os.fsdecode`, is shown as ``\\xNN``)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    """A file name as messages show it (:func:`assembler.errors.shown_path`: non-UTF-8 bytes as
+    ``\\xNN``, control characters escaped, at most 200 characters)."""
+    return shown_path(path)
 
 
 def _flatten(group: PathGroup) -> list[tuple[str, str]]:

@@ -564,3 +564,43 @@ def test_the_command_runs_polars_on_one_thread_unless_told(given: str | None, ex
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.split("\n")[0] == expected
+
+
+HOSTILE_NAME = "in\n\x1b[31mX\x1b[0massembler: error: forged.jsonl"
+ESCAPED_NAME = "in\\x0a\\x1b[31mX\\x1b[0massembler: error: forged.jsonl"
+
+
+def test_a_missing_input_named_with_a_newline_and_escapes_is_one_escaped_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run_cli(capsys, "assemble", tmp_path / HOSTILE_NAME, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert err == f"assembler: error: cannot read {tmp_path}/{ESCAPED_NAME}: No such file or directory\n"
+
+
+def test_an_output_in_a_missing_folder_named_with_control_characters_is_one_escaped_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / HOSTILE_NAME / "out.jsonl")
+    assert status == 2
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert err.startswith(f"assembler: error: cannot write {tmp_path}/{ESCAPED_NAME}/out.jsonl: ")
+
+
+def test_a_huge_file_name_is_shortened_in_the_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run_cli(capsys, "assemble", "n" * 100_000, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert err.count("\n") == 1 and len(err) < 400 and err.endswith(": File name too long\n")
+
+
+def test_an_unrecognized_argument_with_control_characters_is_one_escaped_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["assemble", "--bogus\x1b[2J\nassembler:error:forged"])  # no space: argparse reads it as a flag
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\nassembler:error:forged" not in err
+    assert (
+        err.splitlines()[-1] == "assembler: error: unrecognized arguments: --bogus\\x1b[2J\\x0aassembler:error:forged"
+    )
