@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Sequence
 
+from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted
 from assembler.run.environment import environment_defaults
 
@@ -27,10 +28,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     The commands, and Polars, Arrow and NumPy behind them, load here rather than on ``import``: a
     Ctrl-C while they load (the first half second of every run) is the command's one-line
     interruption, status 130, not a traceback from the middle of an import. Polars' thread pool
-    is sized before it loads (:data:`POLARS_THREADS`).
+    is sized before it loads (:data:`POLARS_THREADS`), after the checks of
+    :mod:`assembler.cli.startup` (closed standard streams, a bad ``POLARS_MAX_THREADS``, too few
+    file descriptors or too little address space: one line, no traceback).
     """
+    failed = prepare_process()  # the standard streams, POLARS_MAX_THREADS, the limits (assembler/cli/startup.py)
+    if failed is not None:
+        return failed
     with environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
         try:
+            failed = load_libraries()
+            if failed is not None:
+                return failed
             from assembler.cli.main import main as run
 
             return run(argv)
