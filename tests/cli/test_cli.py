@@ -604,3 +604,14 @@ def test_an_unrecognized_argument_with_control_characters_is_one_escaped_line(
     assert (
         err.splitlines()[-1] == "assembler: error: unrecognized arguments: --bogus\\x1b[2J\\x0aassembler:error:forged"
     )
+
+
+def test_the_errors_file_named_with_control_characters_is_shown_escaped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    lanes = write_jsonl("in.jsonl", [make_record("q1"), bad_record(make_record, "q2")])
+    errors = tmp_path / "bad\x1b[2J\nname.jsonl"
+    out = tmp_path / "out.jsonl"
+    status, _, err = run_cli(capsys, "assemble", lanes, "-o", out, "--on-error", "skip", "--errors", errors)
+    assert status == 0 and errors.is_file()
+    assert f"1 rejected records written to {tmp_path}/bad\\x1b[2J\\x0aname.jsonl\n" in err and "\x1b" not in err
