@@ -13,14 +13,32 @@ flags (the command line words its own).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import ClassVar
 
-__all__ = ["AssemblerError", "InputError", "OutputError", "RecordError", "UsageError", "shown"]
+__all__ = [
+    "AssemblerError",
+    "InputError",
+    "OutputError",
+    "RecordError",
+    "UsageError",
+    "one_line",
+    "shown",
+    "shown_path",
+]
 
 SHOWN_LIMIT = 80
 """How many characters of an input key or id a message echoes before ``…(N more)``."""
+
+PATH_LIMIT = 200
+"""How many characters of a file name a message shows before ``…(N more)``: a real path is
+rarely longer, and the rest of the message (the reason) must still fit on the line."""
+
+MESSAGE_LIMIT = 1000
+"""The longest line the command prints for one message (its prefix aside), whatever the message:
+the last bound, for a caller that forgot to shorten what it echoes."""
 
 # C0/C1 controls, DEL, lone surrogates, and the invisible format characters that reorder or hide
 # text on a terminal (zero-width, bidirectional overrides and isolates, line/paragraph separators).
@@ -47,6 +65,43 @@ def shown(text: str, limit: int | None = SHOWN_LIMIT) -> str:
         text, rest = text[:limit], len(text) - limit
     text = _UNSAFE.sub(_escape, text)
     return f"{text}…({rest} more)" if rest else text
+
+
+def shown_path(path: str | bytes | os.PathLike[str], limit: int | None = PATH_LIMIT) -> str:
+    """A file name as messages show it: every byte that is not UTF-8 as ``\\xNN`` (a POSIX name is
+    any bytes; :func:`os.fsdecode` holds such a byte as a surrogate), control and invisible
+    characters escaped as :func:`shown` does (a name holding a newline or an escape sequence must
+    neither forge a second line nor drive the terminal), and at most ``limit`` characters.
+
+    >>> shown_path(os.fsdecode(b"bad\\xff.jsonl")), shown_path("a\\nassembler: error: b\\x1b[2J")
+    ('bad\\\\xff.jsonl', 'a\\\\x0aassembler: error: b\\\\x1b[2J')
+    """
+    raw = os.fspath(path)
+    if isinstance(raw, bytes):
+        text = raw.decode("utf-8", "backslashreplace")
+    else:
+        try:
+            text = os.fsencode(raw).decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:  # a surrogate that is no undecodable byte: shown() escapes it
+            text = raw
+    return shown(text, limit)
+
+
+def one_line(message: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``message`` as one bounded line, whatever its caller did: every control character (a newline
+    included), invisible character and lone surrogate escaped, then at most ``limit`` characters.
+
+    The last line of defence of everything the command prints on stderr; the callers still escape
+    and shorten what they echo (:func:`shown`, :func:`shown_path`), so that a long id does not push
+    the reason of the message past the limit.
+
+    >>> one_line("bad id\\nassembler: error: forged"), one_line("x" * 30, limit=10)
+    ('bad id\\\\x0aassembler: error: forged', 'xxxxxxxxxx…(20 more)')
+    """
+    text = _UNSAFE.sub(_escape, message)
+    if len(text) > limit:
+        return f"{text[:limit]}…({len(text) - limit} more)"
+    return text
 
 
 def encodable(text: str) -> str:
@@ -115,7 +170,7 @@ class RecordError:
             details.append(f"{self.id_name} '{shown(self.query_id)}'")
         if self.field:
             details.append(f"field {shown(self.field, limit=None)}")
-        where = " ".join([f"{shown(self.file, limit=None)}:{self.line}:", *details])
+        where = " ".join([f"{shown(self.file, limit=PATH_LIMIT)}:{self.line}:", *details])
         return f"{where} {self.rule}" if not details else f"{where}: {self.rule}"
 
     def as_dict(self) -> dict[str, object]:

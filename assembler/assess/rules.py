@@ -17,7 +17,7 @@ from typing import Any, Literal
 import polars as pl
 
 from assembler.assess.context import ParsedRun, build_frames, duplicate_run_error, parse_context
-from assembler.errors import UsageError
+from assembler.errors import UsageError, shown
 
 __all__ = [
     "JS_WHITESPACE",
@@ -69,7 +69,7 @@ def fixed_clock(now: str | None) -> Clock:
     try:
         moment = datetime.fromisoformat(now)
     except ValueError:
-        raise UsageError(f"now must be an ISO-8601 time such as 2026-04-09T12:00:00Z, got {now!r}") from None
+        raise UsageError(f"now must be an ISO-8601 time such as 2026-04-09T12:00:00Z, got '{shown(now)}'") from None
     return lambda: moment
 
 

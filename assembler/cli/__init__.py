@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
 from assembler.run.environment import environment_defaults
 
@@ -28,11 +29,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     interruption, status 130, not a traceback from the middle of an import. SIGTERM, SIGHUP and
     SIGQUIT raise from here on too (:func:`~assembler.cli.stopped.stop_on_signals`: statuses 143,
     129 and 131), never their default action. Polars' thread pool is sized before it loads
-    (:data:`POLARS_THREADS`).
+    (:data:`POLARS_THREADS`), after the checks of :mod:`assembler.cli.startup` (closed standard
+    streams, a bad ``POLARS_MAX_THREADS``, too few file descriptors or too little address space:
+    one line, no traceback).
     """
+    failed = prepare_process()  # the standard streams, POLARS_MAX_THREADS, the limits (assembler/cli/startup.py)
+    if failed is not None:
+        return failed
     try:
         with stop_on_signals(), environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
-            from assembler.cli.main import main as run
+            failed = load_libraries()
+            if failed is not None:
+                return failed
+            from assembler.cli.commands import main as run
 
             return run(argv)
     except KeyboardInterrupt as exc:  # while the commands load (the command handles its own)

@@ -24,7 +24,7 @@ from assembler.cli.args import (
     positive_integer,
 )
 from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_args, write_rerank_metrics
-from assembler.errors import UsageError
+from assembler.errors import UsageError, shown_path
 from assembler.pipeline import assemble_records
 from assembler.run.atomic import commit_together
 from assembler.run.io import is_parquet, read_raw
@@ -168,7 +168,9 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(summary.line(), file=sys.stderr)
         if summary.rejected:
-            print(f"{summary.rejected} rejected records written to {errors_path(args)}", file=sys.stderr)
+            print(
+                f"{summary.rejected} rejected records written to {shown_path(str(errors_path(args)))}", file=sys.stderr
+            )
     finish_rerank(args, reranker, quiet=args.quiet)
     return 0
 
@@ -199,8 +201,8 @@ def _output_format(args: argparse.Namespace, *, known_suffixes_only: bool) -> Ou
         output_format = "jsonl"
     else:
         raise UsageError(
-            f"cannot tell the format of {args.output!r} from its extension (.parquet/.pq or .jsonl/.ndjson/.json): "
-            "give --format parquet or --format jsonl"
+            f"cannot tell the format of '{shown_path(args.output)}' from its extension "
+            "(.parquet/.pq or .jsonl/.ndjson/.json): give --format parquet or --format jsonl"
         )
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assembler.cli import messages
 from assembler.cli.args import add_budget_flags, integer_at_least, policy_from_flags
+from assembler.errors import shown, shown_path
 from assembler.evaluate.answers import Answers, load_answers
 from assembler.evaluate.artifact import check_writable, write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
@@ -54,8 +56,8 @@ _positive = integer_at_least(1, "needs a positive integer")
 
 
 def _stderr(lines: Sequence[str]) -> None:
-    for line in lines:
-        print(line, file=sys.stderr)
+    """Each line on stderr, escaped and bounded (:mod:`assembler.cli.messages`)."""
+    messages.lines(lines)
 
 
 def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -65,10 +67,10 @@ def _guarded(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse
         try:
             return command(args)
         except EvaluateError as exc:
-            _stderr([f"assembler: error: {line}" for line in exc.lines])
+            messages.error_lines(exc.lines)
             return 2
         except OSError as exc:
-            _stderr([f"assembler: error: the run could not complete: {exc}"])
+            messages.error(f"the run could not complete: {exc}")
             return 1
 
     return run
@@ -127,11 +129,13 @@ def _warnings(evalset: EvalSet, lanes: CaseLanes, answers: Answers | None = None
         filters = case.options.retrieval_filters()
         if filters:
             warnings.append(
-                f"case '{case.case_id}': options.{'/'.join(filters)} not applied: an offline run uses the lane "
+                f"case '{shown(case.case_id)}': options.{'/'.join(filters)} not applied: an offline run uses the lane "
                 "dump's lanes as dumped"
             )
     if lanes.unused:
-        warnings.append(f"{lanes.unused} lane-dump record(s) in {lanes.path} match no case and were ignored")
+        warnings.append(
+            f"{lanes.unused} lane-dump record(s) in {shown_path(lanes.path)} match no case and were ignored"
+        )
     return warnings
 
 
@@ -197,7 +201,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         _stderr([f"{PREFIX}no --thresholds given — this run is report-only and always exits 0"])
     write_json(args.out, artifact)
-    lines = [*run_summary(artifact), *qrels_summary(artifact.get("qrels")), f"wrote {args.out}"]
+    lines = [*run_summary(artifact), *qrels_summary(artifact.get("qrels")), f"wrote {shown_path(args.out)}"]
     if artifact["thresholds"] is not None:
         lines.extend(threshold_summary(artifact["thresholds"]))
     (_stderr if args.out == "-" else _print)(lines)
@@ -205,8 +209,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print(lines: Sequence[str]) -> None:
-    for line in lines:
-        print(line)
+    """Each line on stdout, escaped and bounded as messages are."""
+    messages.lines(lines, sys.stdout)
 
 
 def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]:
@@ -233,12 +237,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     get_policy(policy)
     budgets = parse_budgets(args.budgets, _overrides(args))
     if Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
-        raise EvaluateError(f"cannot write under {args.out_dir}: it is not a folder")
+        raise EvaluateError(f"cannot write under {shown_path(args.out_dir)}: it is not a folder")
     runs = Path(args.out_dir) / RUNS
     if runs.exists() and not runs.is_dir():
         raise EvaluateError(
-            f"cannot write under {runs}: it is not a folder (the sweep writes each run's artifact into "
-            f"--out-dir's {RUNS}/ folder); move it or give another --out-dir"
+            f"cannot write under {shown_path(str(runs))}: it is not a folder (the sweep writes each run's "
+            f"artifact into --out-dir's {RUNS}/ folder); move it or give another --out-dir"
         )
     names = ["sweep.csv", "sweep.json", "sweep.png", "sweep.svg"]
     names += [run_name(budget, mode) for budget in budgets for mode in MODES]
@@ -268,7 +272,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         figures = render_figures(result, f"{evalset.name or evalset.path}: baseline vs assembly ({policy})")
     with commit_together():  # every file lands, or none is replaced
         written = write_sweep(result, args.out_dir, figures)
-    _print([*result.summary(), f"wrote {len(written)} file(s) under {args.out_dir}"])
+    _print([*result.summary(), f"wrote {len(written)} file(s) under {shown_path(args.out_dir)}"])
     return 0
 
 
@@ -400,7 +404,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     write_text(args.out, text)
     if not result.adopted and result.decision is not None:
         _stderr([f"{PREFIX}tune: wrote the untuned quality settings: {result.decision.reason}"])
-    _print([*result.summary(), f"searched in {elapsed:.1f} s; wrote {args.out}"])
+    _print([*result.summary(), f"searched in {elapsed:.1f} s; wrote {shown_path(args.out)}"])
     return 0
 
 

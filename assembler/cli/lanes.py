@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.cli.args import positive_integer
-from assembler.errors import UsageError
+from assembler.errors import UsageError, shown_path
 from assembler.retrieval.build import Settings, build_file
 from assembler.retrieval.engines import default_cache_dir
 from assembler.run.paths import refuse_same_files
@@ -21,7 +21,7 @@ def _run(args: argparse.Namespace) -> int:
     for name in ("corpus", "eval", "triples", "summaries", "contexts"):
         path = getattr(args, name)
         if path is not None and not path.is_file():
-            raise UsageError(f"--{name} {path}: no such file")
+            raise UsageError(f"--{name} {shown_path(path)}: no such file")
     inputs = ("corpus", "eval", "triples", "summaries", "contexts")
     outputs = {"-o": args.output}  # its folder is made if missing
     refuse_same_files({f"--{name}": getattr(args, name) for name in inputs}, outputs, makes_folders=True)
@@ -48,7 +48,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         print(
-            f"built lanes for {count} queries in {time.perf_counter() - started:.1f} s -> {args.output}",
+            f"built lanes for {count} queries in {time.perf_counter() - started:.1f} s -> {shown_path(args.output)}",
             file=sys.stderr,
         )
     return 0

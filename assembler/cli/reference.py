@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from assembler.cli.main import _parser
+from assembler.cli.commands import _parser
 
 __all__ = ["commands", "markdown"]
 

@@ -2,7 +2,9 @@
 
 Flags override the ``TAGURU_RERANK_*`` environment variables field by field. The API key is only
 ever read from an environment variable (``--rerank-key-env NAME``, default
-``TAGURU_RERANK_API_KEY``); no message ever repeats that name's value or the key.
+``TAGURU_RERANK_API_KEY``); no message ever repeats that name's value or the key. A URL or a key
+no request could be sent with (:func:`~assembler.rerank.config.url_problem`,
+:func:`~assembler.rerank.config.key_problem`) is a usage error naming the flag or the variable.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import argparse
 import logging
 import math
 import os
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from assembler.cli import messages
 from assembler.cli.args import positive_integer
-from assembler.errors import UsageError
+from assembler.errors import UsageError, shown
 from assembler.rerank.config import (
     ENV_API_KEY,
     ENV_MODEL,
@@ -24,7 +26,9 @@ from assembler.rerank.config import (
     ENV_URL,
     RerankConfig,
     has_userinfo,
+    key_problem,
     parse_timeout_secs,
+    url_problem,
 )
 
 if TYPE_CHECKING:
@@ -47,11 +51,12 @@ _WARNING_PREFIX = "assembler: warning: "
 
 
 class _StderrWarnings(logging.Handler):
-    """The reranker's log warnings as ``assembler: warning: ...`` lines on the current ``sys.stderr``."""
+    """The reranker's log warnings as ``assembler: warning: ...`` lines on the current ``sys.stderr``
+    (one bounded line each, control characters escaped: :mod:`assembler.cli.messages`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            print(f"{_WARNING_PREFIX}{record.getMessage()}", file=sys.stderr)
+            messages.warning(record.getMessage(), _WARNING_PREFIX)
         except Exception:  # a closed stderr must not end the run
             self.handleError(record)
 
@@ -112,16 +117,21 @@ def reranker_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
         if args.metrics_out is not None:
             raise UsageError(f"--metrics-out needs a reranker (--rerank-url/--rerank-model or {ENV_URL}/{ENV_MODEL})")
         return None
+    source = "--rerank-url" if args.rerank_url is not None else ENV_URL
     if has_userinfo(url):
-        source = "--rerank-url" if args.rerank_url is not None else ENV_URL
         raise UsageError(
             f"{source}: must not carry userinfo (user:password@ before the host), which would replace the key; "
             f"put the key in the variable --rerank-key-env names (default {ENV_API_KEY})"
         )
+    problem = url_problem(url)
+    if problem is not None:
+        raise UsageError(f"{source}: {problem}; no request could be sent")
+    key = env.get(args.rerank_key_env or ENV_API_KEY)
+    if key is not None and (problem := key_problem(key)) is not None:
+        holder = ENV_API_KEY if args.rerank_key_env is None else f"--rerank-key-env {shown(args.rerank_key_env)}"
+        raise UsageError(f"{holder}: the key {problem}; no request could be sent")
     timeout = args.rerank_timeout if args.rerank_timeout is not None else parse_timeout_secs(env.get(ENV_TIMEOUT))
-    config = RerankConfig(
-        url=url, model=model, api_key=env.get(args.rerank_key_env or ENV_API_KEY), timeout_secs=timeout
-    )
+    config = RerankConfig(url=url, model=model, api_key=key, timeout_secs=timeout)
     try:
         from assembler.rerank.reranker import build_reranker
     except ImportError:
@@ -141,4 +151,4 @@ def finish_rerank(args: argparse.Namespace, reranker: ProviderReranker | None, *
     if reranker is None:
         return
     if not quiet:
-        print(reranker.summary_line(), file=sys.stderr)
+        messages.lines([reranker.summary_line()])

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from assembler.errors import shown_path
 from assembler.evaluate.errors import EvaluateError
 from assembler.run.atomic import AtomicFile
 
@@ -97,9 +98,9 @@ def check_writable(path: str) -> None:
         return
     target = Path(path)
     if target.is_dir():
-        raise EvaluateError(f"cannot write {path}: it is a folder")
+        raise EvaluateError(f"cannot write {shown_path(path)}: it is a folder")
     if not target.parent.exists():
-        raise EvaluateError(f"cannot write {path}: folder {target.parent} does not exist")
+        raise EvaluateError(f"cannot write {shown_path(path)}: folder {shown_path(target.parent)} does not exist")
 
 
 def write_text(path: str, text: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from assembler.errors import shown, shown_path
 from assembler.evaluate.answers import METRIC as ANSWER_METRIC
 from assembler.evaluate.artifact import case_value, generated_at, scalar
 from assembler.evaluate.catalog import COMPARISON_METRICS
@@ -78,17 +79,20 @@ def load_report(path: str, side: str) -> Report:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise EvaluateError(f"{side} reading {path}: {reason}") from None
+        raise EvaluateError(f"{side} reading {shown_path(path)}: {reason}") from None
     try:
         data = parse_json(text)
     except ValueError as exc:
-        raise EvaluateError(f"{side} {path}: malformed evaluation.json: {exc}") from None
+        raise EvaluateError(
+            f"{side} {shown_path(path)}: malformed evaluation.json: {shown(str(exc), limit=None)}"
+        ) from None
     if not isinstance(data, dict):
-        raise EvaluateError(f"{side} {path}: malformed evaluation.json: the top level is not an object")
+        raise EvaluateError(f"{side} {shown_path(path)}: malformed evaluation.json: the top level is not an object")
     stamp = data.get("taguru_evaluation", 0)
     if isinstance(stamp, bool) or not isinstance(stamp, int) or not 1 <= stamp <= EVALUATION_VERSION:
         raise EvaluateError(
-            f"{side} {path}: taguru_evaluation must be within 1..={EVALUATION_VERSION}, got {json.dumps(stamp)}"
+            f"{side} {shown_path(path)}: taguru_evaluation must be within 1..={EVALUATION_VERSION}, "
+            f"got {shown(json.dumps(stamp))}"
         )
     return Report(side, path, data)
 
@@ -97,7 +101,7 @@ def describe_budget(budget: Any) -> str:
     """``max_items=A max_bytes=B max_tokens=C`` or ``none (untruncated baseline)``."""
     if not isinstance(budget, Mapping):
         return "none (untruncated baseline)"
-    return " ".join(f"{key}={budget.get(key)}" for key in ("max_items", "max_bytes", "max_tokens"))
+    return " ".join(f"{key}={shown(str(budget.get(key)))}" for key in ("max_items", "max_bytes", "max_tokens"))
 
 
 def _budget_key(budget: Any) -> tuple[Any, ...] | None:
@@ -155,7 +159,8 @@ class Comparison:
             identity = report.identity()
             policy = identity["policy"] if identity["mode"] == "assembly" else "-"
             lines.append(
-                f"{report.side}: {report.path}: mode {identity['mode'] or 'unknown'}, policy {policy or 'unknown'}, "
+                f"{report.side}: {shown_path(report.path)}: mode {shown(str(identity['mode'] or 'unknown'))}, "
+                f"policy {shown(str(policy or 'unknown'))}, "
                 f"budget {describe_budget(identity['budget'])}"
             )
         lines.append("aggregate:")
@@ -164,17 +169,17 @@ class Comparison:
             left = "n/a" if base is None else f"{base:.3f}"
             right = "n/a" if head is None else f"{head:.3f}"
             delta = "" if entry["delta"] is None else f" (Δ {entry['delta']:+.3f})"
-            lines.append(f"  {entry['metric']}: {left} -> {right}{delta}")
+            lines.append(f"  {shown(entry['metric'])}: {left} -> {right}{delta}")
         lines.extend(_significance_lines(self.significance))
         regressed = [record for record in self.records if record["kind"] == "regressed"]
         for record in regressed[:10]:
             parts = ", ".join(
                 f"{m['metric']} {m['delta']:+.3f}" for m in record["metrics"] if m["direction"] == "regressed"
             )
-            lines.append(f"regressed: {record['case_id']} ({parts})")
+            lines.append(f"regressed: {shown(record['case_id'])} ({parts})")
         if len(regressed) > 10:
             lines.append(f"... and {len(regressed) - 10} more regressed case(s)")
-        lines.append(f"wrote {out}")
+        lines.append(f"wrote {shown_path(out)}")
         return lines
 
 
@@ -203,19 +208,22 @@ def _mismatch_warnings(base: Report, head: Report) -> list[str]:
     warnings = []
     if base.get("inputs", "context") != head.get("inputs", "context"):
         warnings.append(
-            f"context differs: BASE '{base.get('inputs', 'context')}' vs HEAD '{head.get('inputs', 'context')}'"
+            f"context differs: BASE '{shown(str(base.get('inputs', 'context')))}' "
+            f"vs HEAD '{shown(str(head.get('inputs', 'context')))}'"
         )
     if base.get("corpus", "revision_after") != head.get("corpus", "revision_after"):
         warnings.append("corpus.revision_after differs between BASE and HEAD")
     for report in (base, head):
         if report.get("corpus", "stable") is False:
-            warnings.append(f"{report.path}: corpus.stable is false — a write landed mid-run")
+            warnings.append(f"{shown_path(report.path)}: corpus.stable is false — a write landed mid-run")
     base_sha, head_sha = base.get("thresholds", "sha256"), head.get("thresholds", "sha256")
     if base_sha != head_sha:
         warnings.append(f"thresholds file identity differs: BASE {_short_sha(base_sha)} vs HEAD {_short_sha(head_sha)}")
     base_stamp, head_stamp = base.get("taguru_evaluation"), head.get("taguru_evaluation")
     if base_stamp != head_stamp:
-        warnings.append(f"taguru_evaluation stamp differs: BASE {base_stamp} vs HEAD {head_stamp}")
+        warnings.append(
+            f"taguru_evaluation stamp differs: BASE {shown(str(base_stamp))} vs HEAD {shown(str(head_stamp))}"
+        )
     base_budget, head_budget = base.get("inputs", "budget"), head.get("inputs", "budget")
     if _budget_key(base_budget) != _budget_key(head_budget):
         warnings.append(
@@ -233,7 +241,7 @@ def _index(report: Report, warnings: list[str]) -> dict[str, Mapping[str, Any]]:
             continue
         case_id = block["case_id"]
         if case_id in index:
-            warnings.append(f"{report.side}: duplicate case_id '{case_id}' — using the last occurrence")
+            warnings.append(f"{report.side}: duplicate case_id '{shown(case_id)}' — using the last occurrence")
         index[case_id] = block
     return index
 
@@ -275,7 +283,8 @@ def _classify(
                 continue
             if old is None or new is None:
                 comparison.warnings.append(
-                    f"case '{case_id}': metric '{metric}' has a value on only one side — excluded from classification"
+                    f"case '{shown(case_id)}': metric '{metric}' has a value on only one side — "
+                    "excluded from classification"
                 )
                 continue
             delta = new - old
@@ -303,15 +312,21 @@ def _side_scalar(report: Report, metric: str, warnings: list[str]) -> tuple[floa
     definition = report.get("definitions", metric)
     statistic = definition.get("statistic") if isinstance(definition, Mapping) else None
     if definition is None:
-        warnings.append(f"{report.side}: metric '{metric}' has no definitions entry — skipped from the aggregate diff")
+        warnings.append(
+            f"{report.side}: metric '{shown(metric)}' has no definitions entry — skipped from the aggregate diff"
+        )
         return None, None
     if statistic not in _STATISTICS:
-        warnings.append(f"{report.side}: metric '{metric}' definitions names unknown statistic '{statistic}'")
+        warnings.append(
+            f"{report.side}: metric '{shown(metric)}' definitions names unknown statistic '{shown(str(statistic))}'"
+        )
         return None, None
     value = metrics[metric]
     key = "mean" if statistic == "distribution" else "value"
     if not isinstance(value, Mapping) or key not in value or "n" not in value:
-        warnings.append(f"{report.side}: metric '{metric}' value does not match its statistic '{statistic}' — skipped")
+        warnings.append(
+            f"{report.side}: metric '{shown(metric)}' value does not match its statistic '{statistic}' — skipped"
+        )
         return None, statistic
     return scalar(value, str(statistic)), str(statistic)
 
@@ -433,6 +448,13 @@ def compare_paths(base_path: str, head_path: str, *, resamples: int = RESAMPLES,
     )
 
 
+MAX_WARNINGS = 20
+"""At most this many warning lines on stderr (every warning is in the changes file's header)."""
+
+
 def format_warnings(warnings: Sequence[str]) -> list[str]:
-    """The stderr lines of the warnings."""
-    return [f"warning: {warning}" for warning in warnings]
+    """The stderr lines of the warnings: the first :data:`MAX_WARNINGS`, then how many more."""
+    lines = [f"warning: {warning}" for warning in warnings[:MAX_WARNINGS]]
+    if len(warnings) > MAX_WARNINGS:
+        lines.append(f"warning: ... and {len(warnings) - MAX_WARNINGS} more (all in the changes file's header)")
+    return lines

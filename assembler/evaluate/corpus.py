@@ -21,7 +21,7 @@ from typing import Any
 from assembler.contract import wire
 from assembler.contract.text import normalize_entry, trim
 from assembler.contract.wire import ShapeError, check_string, check_uint
-from assembler.errors import InputError, RecordError
+from assembler.errors import InputError, RecordError, shown, shown_path
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet, ExpectedCitation
@@ -48,7 +48,7 @@ class Corpus:
 
 def _records(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
     if not Path(path).is_file():
-        raise EvaluateError(f"cannot read {path}: no such file")
+        raise EvaluateError(f"cannot read {shown_path(path)}: no such file")
     for raw in read_raw([path]):
         if raw.error is not None:
             raise InputError(raw.error)
@@ -69,7 +69,7 @@ def _load_sources(path: str) -> dict[str, dict[str, int]]:
             source = check_string(value.get("source"), "source")
             count = check_uint(value.get("paragraphs"), "paragraphs", _U32_MAX)
             if source in sources.setdefault(context, {}):
-                raise ShapeError("source", f"duplicate source '{source}' in context '{context}'")
+                raise ShapeError("source", f"duplicate source '{shown(source)}' in context '{shown(context)}'")
         except ShapeError as exc:
             raise _fail(path, line, exc) from None
         sources[context][source] = count
@@ -86,7 +86,9 @@ def _load_citations(path: str) -> dict[tuple[str, str, int], dict[str, Any]]:
             citation = wire.validate(wire.CITATION, value.get("citation"), "citation")
             key = (context, source, paragraph)
             if key in citations:
-                raise ShapeError("paragraph", f"duplicate locator ({source}, {paragraph}) in context '{context}'")
+                raise ShapeError(
+                    "paragraph", f"duplicate locator ({shown(source)}, {paragraph}) in context '{shown(context)}'"
+                )
         except ShapeError as exc:
             raise _fail(path, line, exc) from None
         citations[key] = citation
@@ -112,8 +114,9 @@ def preflight(evalset: EvalSet, lanes: CaseLanes, corpus: Corpus, sources_path: 
         for entry in case.expected_sources:
             if entry.source not in known:
                 problems.append(
-                    f"{evalset.path}: line {case.line}: case '{case.case_id}': expected_sources names "
-                    f"'{entry.source}', which '{context}' does not carry (per {sources_path})"
+                    f"{shown_path(evalset.path)}: line {case.line}: case '{shown(case.case_id)}': expected_sources "
+                    f"names '{shown(entry.source)}', which '{shown(context)}' does not carry "
+                    f"(per {shown_path(sources_path)})"
                 )
     if problems:
         raise EvaluateError(problems)

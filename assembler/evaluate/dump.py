@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.contract import wire
-from assembler.errors import InputError, RecordError
+from assembler.errors import InputError, RecordError, shown, shown_path
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet
 from assembler.run.io import read_raw
@@ -64,7 +64,7 @@ def file_digest(path: str) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 sha.update(block)
     except OSError as exc:
-        raise EvaluateError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise EvaluateError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     return sha.hexdigest()
 
 
@@ -82,7 +82,7 @@ def _sources(record: LaneRecord) -> set[str]:
 def load_lanes(path: str, evalset: EvalSet) -> CaseLanes:
     """Read the lane dump at ``path`` and return one record per case of ``evalset``, in order."""
     if not Path(path).exists() and path != "-":
-        raise EvaluateError(f"cannot read {path}: no such file")
+        raise EvaluateError(f"cannot read {shown_path(path)}: no such file")
     digest = "" if path == "-" else file_digest(path)
     by_id: dict[str, DumpRecord] = {}
     for raw in read_raw([path]):
@@ -100,8 +100,8 @@ def load_lanes(path: str, evalset: EvalSet) -> CaseLanes:
     if missing:
         raise EvaluateError(
             [
-                f"{evalset.path}: line {case.line}: case '{case.case_id}': no lane-dump record with "
-                f"query_id '{case.case_id}' in {path}"
+                f"{shown_path(evalset.path)}: line {case.line}: case '{shown(case.case_id)}': no lane-dump record "
+                f"with query_id '{shown(case.case_id)}' in {shown_path(path)}"
                 for case in missing
             ]
         )

@@ -16,6 +16,7 @@ from typing import Any
 from assembler.contract.jsontext import format_f32, to_f32
 from assembler.contract.text import is_blank
 from assembler.contract.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
+from assembler.errors import shown, shown_path
 from assembler.evaluate.errors import EvaluateError
 from assembler.run.io import parse_json
 
@@ -153,12 +154,14 @@ def load_eval(path: str) -> EvalSet:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise EvaluateError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise EvaluateError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise EvaluateError(f"cannot read {path}: line {line}: not valid UTF-8 (byte {exc.start})") from None
+        raise EvaluateError(
+            f"cannot read {shown_path(path)}: line {line}: not valid UTF-8 (byte {exc.start})"
+        ) from None
     return parse_eval_text(text, path)
 
 
@@ -179,11 +182,11 @@ def parse_eval_text(text: str, path: str) -> EvalSet:
             else:
                 cases.append(_case(value, number, seen))
         except _Problem as problem:
-            raise EvaluateError(f"{path}: line {number}: {problem.message}") from None
+            raise EvaluateError(f"{shown_path(path)}: line {number}: {problem.message}") from None
     if not header_seen:
-        raise EvaluateError(f"{path}: empty file: expected a taguru_eval header line")
+        raise EvaluateError(f"{shown_path(path)}: empty file: expected a taguru_eval header line")
     if not cases:
-        raise EvaluateError(f"{path}: no cases: expected at least one case line after the header")
+        raise EvaluateError(f"{shown_path(path)}: no cases: expected at least one case line after the header")
     return EvalSet(path=path, name=name, cases=tuple(cases))
 
 
@@ -192,7 +195,7 @@ def check_limits(evalset: EvalSet) -> None:
     for case in evalset.cases:
         if not 1 <= case.limit <= MAX_LIMIT:
             raise EvaluateError(
-                f"{evalset.path}: line {case.line}: case '{case.case_id}': "
+                f"{shown_path(evalset.path)}: line {case.line}: case '{shown(case.case_id)}': "
                 f"options.limit must be 1..={MAX_LIMIT}, got {case.limit}"
             )
 
@@ -224,7 +227,7 @@ def _object(value: Any, path: str, known: Sequence[str], retired: dict[str, str]
     check_duplicates(value, known, path)
     for key in value:
         if key not in known:
-            where = f"{path}.{key}" if path else key
+            where = f"{path}.{shown(key)}" if path else shown(key)
             extra = (retired or {}).get(key, f"known keys: {', '.join(known)}")
             raise ShapeError(where, f"unknown field ({extra})")
     return value
@@ -283,7 +286,7 @@ def _case(value: Any, line: int, seen: set[str]) -> EvalCase:
         citations = _optional(case, "expected_citations", _citations)
         options = _options(options_raw, limit)
     except ShapeError as exc:
-        raise _Problem(f"case '{case_id}': {exc.path}: {exc.rule}") from None
+        raise _Problem(f"case '{shown(case_id)}': {exc.path}: {exc.rule}") from None
     _check_case(case_id, query, seen, sources, labels, associations, citations, options)
     return EvalCase(
         case_id=case_id,
@@ -376,11 +379,11 @@ def _check_case(
 ) -> None:
     if is_blank(case_id):
         raise _Problem("case_id must not be empty")
-    where = f"case '{case_id}'"
+    where = f"case '{shown(case_id)}'"
     if is_blank(query):
         raise _Problem(f"{where}: query must not be empty")
     if case_id in seen:
-        raise _Problem(f"duplicate case_id '{case_id}'")
+        raise _Problem(f"duplicate case_id '{shown(case_id)}'")
     seen.add(case_id)
     for i, entry in enumerate(sources):
         if is_blank(entry.source):
@@ -402,5 +405,5 @@ def _check_case(
         if citation.quote is not None and is_blank(citation.quote):
             raise _Problem(f"{where}: expected_citations: quote must not be empty (entry {i})")
     if options.floor is not None and not 0.0 <= options.floor <= 1.0:
-        shown = format_f32(options.floor).removesuffix(".0")
-        raise _Problem(f"{where}: options.floor must be 0.0..=1.0, got {shown}")
+        floor = format_f32(options.floor).removesuffix(".0")
+        raise _Problem(f"{where}: options.floor must be 0.0..=1.0, got {floor}")

@@ -1,9 +1,12 @@
-"""The terminal summary of a run and of its threshold gate (read from the artifact only)."""
+"""The terminal summary of a run and of its threshold gate (read from the artifact only; ids and
+file names escaped and shortened as messages show them)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from assembler.errors import shown, shown_path
 
 __all__ = ["run_summary", "threshold_summary"]
 
@@ -23,7 +26,7 @@ def run_summary(artifact: Mapping[str, Any]) -> list[str]:
     """What a run found, a line per lane or family."""
     inputs, metrics, cases = artifact["inputs"], artifact["metrics"], artifact["cases"]
     mode = inputs["mode"]
-    policy = f", policy {inputs['policy']}" if "policy" in inputs else ""
+    policy = f", policy {shown(inputs['policy'])}" if "policy" in inputs else ""
     budget = inputs.get("budget")
     budget_text = (
         "no budget (untruncated baseline)"
@@ -32,7 +35,8 @@ def run_summary(artifact: Mapping[str, Any]) -> list[str]:
     )
     structural = sum(1 for case in cases if "structural" in case)
     lines = [
-        f"assembler evaluate: {inputs['eval']['path']} over {inputs['lanes']['path']} — {len(cases)} case(s), "
+        f"assembler evaluate: {shown_path(inputs['eval']['path'])} over {shown_path(inputs['lanes']['path'])} — "
+        f"{len(cases)} case(s), "
         f"mode {mode}{policy}, {budget_text}",
         f"passage: {len(cases)} ok, 0 failed; structural lane ran on {structural} case(s)",
     ]
@@ -106,7 +110,7 @@ def threshold_summary(report: Mapping[str, Any]) -> list[str]:
         if violation["scope"] != "case":
             lines.append(f"  [{violation['scope']}] {violation['metric']}: {violation['reason']}")
     for violation in case_violations[:MAX_CASE_VIOLATIONS]:
-        lines.append(f"  [case {violation['case_id']}] {violation['metric']}: {violation['reason']}")
+        lines.append(f"  [case {shown(violation['case_id'])}] {violation['metric']}: {violation['reason']}")
     if len(case_violations) > MAX_CASE_VIOLATIONS:
         lines.append(f"  ... and {len(case_violations) - MAX_CASE_VIOLATIONS} more case-scoped violation(s)")
     skipped = report.get("skipped", [])

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.contract.request import Limits
+from assembler.errors import shown
 from assembler.evaluate.answers import METRIC as ANSWER_METRIC
 from assembler.evaluate.answers import Answers
 from assembler.evaluate.artifact import dump_json, scalar, write_json, write_text
@@ -66,14 +67,15 @@ def _key(name: str, spec: str) -> str:
     key = _KEYS.get(name, name)
     if key not in _SHORT:
         raise EvaluateError(
-            f"--budgets {spec!r}: unknown budget key '{name}' (use items, bytes, tokens or max_items, ...)"
+            f"--budgets '{shown(spec)}': unknown budget key '{shown(name)}' "
+            "(use items, bytes, tokens or max_items, ...)"
         )
     return key
 
 
 def _value(text: str, spec: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise EvaluateError(f"--budgets {spec!r}: '{text}' is not a positive integer")
+        raise EvaluateError(f"--budgets '{shown(spec)}': '{shown(text)}' is not a positive integer")
     return int(text)
 
 
@@ -85,29 +87,30 @@ def parse_budgets(spec: str, fixed: Mapping[str, int] | None = None) -> list[Bud
     for raw_entry in spec.split(","):
         entry = raw_entry.strip()
         if not entry:
-            raise EvaluateError(f"--budgets {spec!r}: empty entry")
+            raise EvaluateError(f"--budgets '{shown(spec)}': empty entry")
         overrides: dict[str, int] = {}
         if entry == "default":
             pass
         elif entry.isdigit() or entry.startswith("-"):
             if previous is None or len(previous) != 1:
                 raise EvaluateError(
-                    f"--budgets {spec!r}: a bare number ('{entry}') needs an entry with exactly one KEY=N before it"
+                    f"--budgets '{shown(spec)}': a bare number ('{shown(entry)}') needs an entry with exactly one "
+                    "KEY=N before it"
                 )
             overrides = {next(iter(previous)): _value(entry, spec)}
         else:
             for part in entry.split("/"):
                 name, sep, value = part.partition("=")
                 if not sep:
-                    raise EvaluateError(f"--budgets {spec!r}: '{part}' is not KEY=N")
+                    raise EvaluateError(f"--budgets '{shown(spec)}': '{shown(part)}' is not KEY=N")
                 key = _key(name.strip(), spec)
                 if key in overrides:
-                    raise EvaluateError(f"--budgets {spec!r}: '{name}' given twice in '{entry}'")
+                    raise EvaluateError(f"--budgets '{shown(spec)}': '{shown(name)}' given twice in '{shown(entry)}'")
                 overrides[key] = _value(value.strip(), spec)
         clash = sorted(set(overrides) & set(fixed))
         if clash:
             raise EvaluateError(
-                f"--budgets {spec!r}: {clash[0]} is swept and also fixed by --{clash[0].replace('_', '-')}"
+                f"--budgets '{shown(spec)}': {clash[0]} is swept and also fixed by --{clash[0].replace('_', '-')}"
             )
         previous = overrides if overrides else None
         label = "default" if not overrides else "/".join(f"{_SHORT[k]}={v}" for k, v in overrides.items())

@@ -1,9 +1,10 @@
 """The thresholds file and the gate (spec section 4).
 
-Validation collects every problem of the file and reports them together in one message (exit 2),
-except a JSON syntax error or a wrong stamp, which are reported alone. The gate checks aggregate
-bounds (a metric without samples is a violation), then case bounds (a case without the value is
-skipped, not violated), then the corpus stability rule.
+Validation collects every problem of the file and reports them together in one message (exit 2;
+the first :data:`MAX_PROBLEMS`, then how many more), except a JSON syntax error or a wrong stamp,
+which are reported alone. The gate checks aggregate bounds (a metric without samples is a
+violation), then case bounds (a case without the value is skipped, not violated), then the corpus
+stability rule.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assembler.errors import shown, shown_path
 from assembler.evaluate.artifact import case_value, scalar
 from assembler.evaluate.catalog import CASE_SCOPED, DEFINITIONS, METRICS
 from assembler.evaluate.errors import EvaluateError
@@ -26,6 +28,8 @@ __all__ = ["Bound", "Thresholds", "evaluate_gate", "load_thresholds"]
 _TOP_KEYS = ("taguru_evaluate_thresholds", "aggregate", "cases", "allow_unstable_corpus")
 _CASES_KEYS = ("default", "overrides")
 _BOUND_KEYS = ("min", "max")
+MAX_PROBLEMS = 10
+"""At most this many problems of a thresholds file in its one message (then ``... and N more``)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,7 @@ def _kind(value: Any) -> str:
 def _known_keys(value: dict[str, Any], known: Sequence[str], where: str, problems: list[str]) -> None:
     for key in value:
         if key not in known:
-            problems.append(f"{where}unknown field '{key}' (known: {', '.join(known)})")
+            problems.append(f"{where}unknown field '{shown(key)}' (known: {', '.join(known)})")
 
 
 def _bounds(value: Any, scope: str, allowed: Sequence[str], what: str, problems: list[str]) -> dict[str, Bound]:
@@ -81,7 +85,7 @@ def _bounds(value: Any, scope: str, allowed: Sequence[str], what: str, problems:
     out: dict[str, Bound] = {}
     for metric, raw in value.items():
         if metric not in allowed:
-            problems.append(f"{scope}: unknown {what}metric name '{metric}'")
+            problems.append(f"{scope}: unknown {what}metric name '{shown(metric)}'")
             continue
         bound = _bound(raw, f"{scope}: '{metric}'", problems)
         if bound is not None:
@@ -121,21 +125,21 @@ def load_thresholds(path: str, case_ids: Sequence[str]) -> Thresholds:
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise EvaluateError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise EvaluateError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     try:
         value = parse_json(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise EvaluateError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+        raise EvaluateError(f"{shown_path(path)}: not valid UTF-8 (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise EvaluateError(f"{path}: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise EvaluateError(f"{shown_path(path)}: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except ValueError as exc:
-        raise EvaluateError(f"{path}: {exc}") from None
+        raise EvaluateError(f"{shown_path(path)}: {shown(str(exc), limit=None)}") from None
     if not isinstance(value, dict):
-        raise EvaluateError(f"{path}: must be a JSON object, got {_kind(value)}")
+        raise EvaluateError(f"{shown_path(path)}: must be a JSON object, got {_kind(value)}")
     stamp = value.get("taguru_evaluate_thresholds")
     if stamp != 1 or isinstance(stamp, bool):
-        shown = "nothing (the key is missing)" if "taguru_evaluate_thresholds" not in value else json.dumps(stamp)
-        raise EvaluateError(f"{path}: taguru_evaluate_thresholds must be 1, got {shown}")
+        got = "nothing (the key is missing)" if "taguru_evaluate_thresholds" not in value else shown(json.dumps(stamp))
+        raise EvaluateError(f"{shown_path(path)}: taguru_evaluate_thresholds must be 1, got {got}")
     problems: list[str] = []
     _known_keys(value, _TOP_KEYS, "", problems)
     aggregate = _bounds(value.get("aggregate", {}), "aggregate", METRICS, "", problems)
@@ -154,17 +158,18 @@ def load_thresholds(path: str, case_ids: Sequence[str]) -> Thresholds:
             known_ids = set(case_ids)
             for case_id, bounds in raw_overrides.items():
                 if case_id not in known_ids:
-                    problems.append(f"cases.overrides: unknown case_id '{case_id}'")
+                    problems.append(f"cases.overrides: unknown case_id '{shown(case_id)}'")
                     continue
                 overrides[case_id] = _bounds(
-                    bounds, f"cases.overrides.{case_id}", CASE_SCOPED, "(or not case-scoped) ", problems
+                    bounds, f"cases.overrides.{shown(case_id)}", CASE_SCOPED, "(or not case-scoped) ", problems
                 )
     allow = value.get("allow_unstable_corpus", False)
     if not isinstance(allow, bool):
         problems.append(f"allow_unstable_corpus: must be a boolean, got {_kind(allow)}")
         allow = False
     if problems:
-        raise EvaluateError(f"{path}: {'; '.join(problems)}")
+        more = [f"... and {len(problems) - MAX_PROBLEMS} more"] if len(problems) > MAX_PROBLEMS else []
+        raise EvaluateError(f"{shown_path(path)}: {'; '.join([*problems[:MAX_PROBLEMS], *more])}")
     return Thresholds(
         path=path,
         sha256=hashlib.sha256(data).hexdigest(),
@@ -219,7 +224,7 @@ def evaluate_gate(thresholds: Thresholds, artifact: Mapping[str, Any]) -> dict[s
             actual = case_value(block, metric)
             if actual is None:
                 skipped.append(
-                    f"case '{case_id}': '{metric}' not applicable — the case did not declare the matching "
+                    f"case '{shown(str(case_id))}': '{metric}' not applicable — the case did not declare the matching "
                     "expectation, or its lane did not complete"
                 )
                 continue

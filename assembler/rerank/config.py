@@ -10,6 +10,12 @@ URL safety: a URL with userinfo (``http://user:password@host/``) is refused with
 (httpx would send it as Basic credentials in place of the configured key); a non-empty key sent
 over plain ``http://`` to a host that is not loopback (``127.0.0.0/8``, ``::1``, ``localhost``)
 logs one warning per process and host. Neither message repeats the URL, its userinfo or the key.
+
+Configurations that could never send a request are refused too, at start-up rather than by every
+query falling back: a URL that is not ``http://`` or ``https://`` (``file://``, ``ftp://``, no
+scheme), has no host, an invalid port (not 1 to 65535), spaces or control characters
+(:func:`url_problem`); a key holding a control character such as CR or LF, which no HTTP header
+can carry (:func:`key_problem`).
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ __all__ = [
     "RerankConfig",
     "has_userinfo",
     "is_loopback_host",
+    "key_problem",
     "parse_timeout_secs",
     "plain_http_to_remote_host",
+    "url_problem",
 ]
 
 log = logging.getLogger("assembler.rerank")
@@ -47,6 +55,9 @@ ENV_TIMEOUT = "TAGURU_RERANK_TIMEOUT_SECS"
 DEFAULT_TIMEOUT_SECS = 5
 _U64_MAX = 2**64 - 1
 _UNSIGNED = re.compile(r"\+?[0-9]+")  # Rust's usize::from_str: optional '+', ASCII digits, nothing else
+_SCHEMES = ("http", "https")
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")  # controls and spaces: never raw in a URL
+_KEY_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # what an HTTP field value cannot hold (tab can)
 _warned_plain_http: set[str] = set()  # hosts already warned about (once per process and host)
 _warned_lock = threading.Lock()
 
@@ -72,6 +83,11 @@ class RerankConfig:
                 "url must not carry userinfo (user:password@ before the host): it would replace api_key; "
                 "give the key as api_key"
             )
+        problem = url_problem(self.url)
+        if problem is not None:
+            raise UsageError(f"url {problem}")
+        if self.api_key is not None and (problem := key_problem(self.api_key)) is not None:
+            raise UsageError(f"api_key {problem}")
         if self.api_key and plain_http_to_remote_host(self.url):
             _warn_plain_http_once(urlsplit(self.url).hostname or "")
 
@@ -108,6 +124,49 @@ def parse_timeout_secs(text: str | None) -> int:
         log.warning("ignoring %s: not a non-negative integer; using %d", ENV_TIMEOUT, DEFAULT_TIMEOUT_SECS)
         return DEFAULT_TIMEOUT_SECS
     return max(1, int(text))
+
+
+def url_problem(url: str) -> str | None:
+    """The rule ``url`` breaks, in words that do not repeat it, or None when a request can be sent.
+
+    >>> [url_problem(u) for u in ("http://127.0.0.1:8080/rerank", "https://rerank.example/v1/rerank")]
+    [None, None]
+    >>> url_problem("file:///etc/passwd"), url_problem("http:///rerank")
+    ('must be an http:// or https:// URL', 'has no host')
+    >>> url_problem("http://h:99999/rerank")
+    'has an invalid port (a port is a number from 1 to 65535)'
+    """
+    if _URL_UNSAFE.search(url):
+        return "must not contain spaces or control characters (percent-encode them)"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed IPv6 literal
+        return "is not a valid URL"
+    if parts.scheme.lower() not in _SCHEMES:
+        return "must be an http:// or https:// URL"
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port out of range or not a number
+        return "has an invalid port (a port is a number from 1 to 65535)"
+    if not host:
+        return "has no host"
+    if port == 0:
+        return "has an invalid port (a port is a number from 1 to 65535)"
+    return None
+
+
+def key_problem(key: str) -> str | None:
+    """The rule an API key breaks (without repeating the key), or None.
+
+    A key is sent as ``Authorization: Bearer <key>``; a header cannot carry CR, LF or another
+    control character (a tab aside), so such a key would send nothing and every query fall back.
+
+    >>> key_problem("sk-1234"), key_problem("sk-1234\\r\\n")
+    (None, 'holds a control character (such as CR or LF), which an HTTP header cannot carry')
+    """
+    if _KEY_UNSAFE.search(key):
+        return "holds a control character (such as CR or LF), which an HTTP header cannot carry"
+    return None
 
 
 def has_userinfo(url: str) -> bool:

@@ -23,7 +23,7 @@ import httpx
 
 from assembler.errors import UsageError
 from assembler.rerank.breaker import Admission, CircuitBreaker
-from assembler.rerank.config import RerankConfig
+from assembler.rerank.config import RerankConfig, url_problem
 from assembler.rerank.provider import PROVIDER_ERROR, TIMEOUT, Deadline, RerankFailure
 from assembler.stages.reorder import RerankCandidate
 
@@ -55,6 +55,8 @@ class HttpProvider:
     def __init__(self, config: RerankConfig, *, breaker: CircuitBreaker | None = None) -> None:
         if _httpx_userinfo(config.url):  # RerankConfig refuses it; httpx's own parse is checked too
             raise UsageError("url must not carry userinfo (user:password@ before the host); give the key as api_key")
+        if url_problem(config.url) is not None or _httpx_invalid(config.url):  # RerankConfig refuses these too
+            raise UsageError("url is not an http:// or https:// URL with a host and a valid port")
         self._config = config
         self._breaker = breaker if breaker is not None else CircuitBreaker()
         self._client: httpx.AsyncClient | None = None
@@ -173,6 +175,15 @@ def _httpx_userinfo(url: str) -> bool:
         return bool(httpx.URL(url).userinfo)
     except (httpx.InvalidURL, TypeError, ValueError):  # refused per attempt, as before
         return False
+
+
+def _httpx_invalid(url: str) -> bool:
+    """Whether httpx cannot parse ``url`` or reads no host or an impossible port in it."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return True
+    return not parsed.host or (parsed.port is not None and not 1 <= parsed.port <= 65535)
 
 
 async def _read_capped(response: httpx.Response) -> bytes | None:

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from assembler.contract.jsontext import escape_string
+from assembler.errors import shown
 from assembler.rerank.breaker import CircuitBreaker, Clock
 from assembler.rerank.config import RerankConfig
 from assembler.rerank.http import HttpProvider
@@ -111,7 +112,7 @@ class ProviderReranker:
         fallbacks = self.fallbacks
         detail = ", ".join(f"{reason} {n}" for reason, n in fallbacks.items())
         line = (
-            f"rerank (model {self.provider.model}): {self.requested} requested, {self.outcomes[OK]} reranked, "
+            f"rerank (model {shown(self.provider.model)}): {self.requested} requested, {self.outcomes[OK]} reranked, "
             f"{sum(fallbacks.values())} fell back" + (f" ({detail})" if detail else "")
         )
         retried: Counter[str] = Counter(getattr(self.provider, "retried", {}))  # HttpProvider counts them

@@ -28,7 +28,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from assembler.errors import OutputError, UsageError
+from assembler.errors import OutputError, UsageError, shown_path
 
 __all__ = ["PathGroup", "check_output", "refuse_same_files", "shown"]
 
@@ -39,9 +39,9 @@ PathGroup = Mapping[str, "str | os.PathLike[str] | Sequence[str | os.PathLike[st
 
 
 def shown(path: str | bytes | os.PathLike[str]) -> str:
-    """A file name as messages show it: printable whatever its bytes (a non-UTF-8 byte of a
-    POSIX file name, held as a surrogate by :func:`os.fsdecode`, is shown as ``\\xNN``)."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    """A file name as messages show it (:func:`assembler.errors.shown_path`: non-UTF-8 bytes as
+    ``\\xNN``, control characters escaped, at most 200 characters)."""
+    return shown_path(path)
 
 
 @dataclass(frozen=True)

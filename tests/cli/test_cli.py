@@ -517,7 +517,7 @@ def test_the_progress_total_counts_records_of_every_input(capsys: pytest.Capture
 
 
 def subparser(path: list[str]) -> argparse.ArgumentParser:
-    from assembler.cli.main import _parser
+    from assembler.cli.commands import _parser
 
     parser = _parser()
     for name in path:
@@ -564,3 +564,63 @@ def test_the_command_runs_polars_on_one_thread_unless_told(given: str | None, ex
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.split("\n")[0] == expected
+
+
+HOSTILE_NAME = "in\n\x1b[31mX\x1b[0massembler: error: forged.jsonl"
+ESCAPED_NAME = "in\\x0a\\x1b[31mX\\x1b[0massembler: error: forged.jsonl"
+
+
+def test_a_missing_input_named_with_a_newline_and_escapes_is_one_escaped_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run_cli(capsys, "assemble", tmp_path / HOSTILE_NAME, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert err == f"assembler: error: cannot read {tmp_path}/{ESCAPED_NAME}: No such file or directory\n"
+
+
+def test_an_output_in_a_missing_folder_named_with_control_characters_is_one_escaped_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / HOSTILE_NAME / "out.jsonl")
+    assert status == 2
+    assert err.count("\n") == 1 and "\x1b" not in err
+    assert err.startswith(f"assembler: error: cannot write {tmp_path}/{ESCAPED_NAME}/out.jsonl: ")
+
+
+def test_a_huge_file_name_is_shortened_in_the_message(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    status, _, err = run_cli(capsys, "assemble", "n" * 100_000, "-o", tmp_path / "out.jsonl")
+    assert status == 2
+    assert err.count("\n") == 1 and len(err) < 400 and err.endswith(": File name too long\n")
+
+
+def test_an_unrecognized_argument_with_control_characters_is_one_escaped_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["assemble", "--bogus\x1b[2J\nassembler:error:forged"])  # no space: argparse reads it as a flag
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\nassembler:error:forged" not in err
+    assert (
+        err.splitlines()[-1] == "assembler: error: unrecognized arguments: --bogus\\x1b[2J\\x0aassembler:error:forged"
+    )
+
+
+def test_the_errors_file_named_with_control_characters_is_shown_escaped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    lanes = write_jsonl("in.jsonl", [make_record("q1"), bad_record(make_record, "q2")])
+    errors = tmp_path / "bad\x1b[2J\nname.jsonl"
+    out = tmp_path / "out.jsonl"
+    status, _, err = run_cli(capsys, "assemble", lanes, "-o", out, "--on-error", "skip", "--errors", errors)
+    assert status == 0 and errors.is_file()
+    assert f"1 rejected records written to {tmp_path}/bad\\x1b[2J\\x0aname.jsonl\n" in err and "\x1b" not in err
+
+
+def test_the_entry_point_stays_a_function_after_the_commands_load() -> None:
+    """Loading the commands' module must not replace ``assembler.cli.main`` (the console script's
+    entry point) with a module of the same name."""
+    import assembler.cli
+    import assembler.cli.commands
+
+    assert callable(assembler.cli.main) and not isinstance(assembler.cli.main, type(assembler.cli))

@@ -401,3 +401,141 @@ def test_sweep_without_matplotlib_asks_for_the_extra_before_any_work(
     assert main([*argv, str(out_dir)]) == 2
     assert "pip install 'assembler[plot]' (or pass --no-plot)" in capsys.readouterr().err
     assert not out_dir.exists()
+
+
+HOSTILE_ID = "\x1b[31mRED\x1b[0m\nassembler: error: fake"
+HUGE_ID = "x" * 20_000_000
+LINE_BOUND = 600  # every line below, prefix included, whatever the length of the id
+
+
+def single_stderr_line(capsys: pytest.CaptureFixture[str]) -> str:
+    """The one line on stderr: no raw control character, bounded."""
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 1, err[:500]
+    line = err[:-1]
+    assert "\x1b" not in line and "\r" not in line
+    assert line.startswith("assembler: error: ") and len(line) < LINE_BOUND
+    return line
+
+
+def _hostile_eval(write_eval: Writer, case_id: str, problem: str) -> Path:
+    case: dict[str, Any] = {"case_id": case_id, "query": "q"}
+    if problem == "limit":
+        case["options"] = {"limit": 5000}
+    if problem == "empty query":
+        case["query"] = ""
+    return write_eval([case, case] if problem == "duplicate" else [case])
+
+
+@pytest.mark.parametrize("case_id", [HOSTILE_ID, HUGE_ID], ids=["escape-and-newline", "20MB"])
+@pytest.mark.parametrize("problem", ["no lane record", "duplicate", "limit", "empty query"])
+def test_a_hostile_case_id_is_one_escaped_bounded_error_line(
+    tmp_path: Path,
+    write_eval: Writer,
+    write_lanes: Writer,
+    capsys: pytest.CaptureFixture[str],
+    case_id: str,
+    problem: str,
+) -> None:
+    eval_path = _hostile_eval(write_eval, case_id, problem)
+    lanes = write_lanes([record("other", [passage("a.md", 0)])])
+    assert run("--eval", eval_path, "--lanes", lanes, "--out", tmp_path / "r.json") == 2
+    line = single_stderr_line(capsys)
+    if case_id == HOSTILE_ID:
+        assert "case_id '\\x1b[31mRED\\x1b[0m\\x0aassembler: error: fake'" in line or (
+            "case '\\x1b[31mRED\\x1b[0m\\x0aassembler: error: fake'" in line
+        )
+    else:
+        assert "…(19999920 more)" in line
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_hostile_case_id_in_a_warning_is_escaped(
+    tmp_path: Path, write_eval: Writer, write_lanes: Writer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eval_path = write_eval([{"case_id": HOSTILE_ID, "query": "q", "options": {"tags": ["t"]}}])
+    lanes = write_lanes([record(HOSTILE_ID, [passage("a.md", 0)])])
+    assert run("--eval", eval_path, "--lanes", lanes, "--out", tmp_path / "r.json") == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.err + captured.out
+    [warning] = [line for line in captured.err.splitlines() if "options.tags not applied" in line]
+    assert warning.startswith("assembler: evaluate: warning: case '\\x1b[31mRED\\x1b[0m\\x0aassembler: error: fake'")
+    assert not any(line.startswith("assembler: error:") for line in captured.err.splitlines())
+
+
+@pytest.mark.parametrize("key", [HOSTILE_ID, HUGE_ID], ids=["escape-and-newline", "20MB"])
+def test_hostile_threshold_keys_are_one_escaped_bounded_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    thresholds = tmp_path / "t.json"
+    body = {"taguru_evaluate_thresholds": 1, key: 1, "aggregate": {key: {"min": 0}}, "cases": {"overrides": {key: {}}}}
+    thresholds.write_text(json.dumps(body), encoding="utf-8")
+    assert run("--eval", EVAL, "--lanes", LANES, "--thresholds", thresholds, "--out", tmp_path / "r.json") == 2
+    line = single_stderr_line(capsys)
+    assert "unknown field" in line and "unknown metric name" in line and "unknown case_id" in line
+
+
+def test_many_threshold_problems_are_cut_to_the_first_ten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    thresholds = tmp_path / "t.json"
+    body = {"taguru_evaluate_thresholds": 1, "aggregate": {f"nope{i}": {"min": 0} for i in range(500)}}
+    thresholds.write_text(json.dumps(body), encoding="utf-8")
+    assert run("--eval", EVAL, "--lanes", LANES, "--thresholds", thresholds, "--out", tmp_path / "r.json") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.count("unknown metric name") == 10 and "... and 490 more" in err
+
+
+def test_many_cases_without_lanes_print_at_most_twenty_lines_and_a_count(
+    tmp_path: Path, write_eval: Writer, write_lanes: Writer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eval_path = write_eval([{"case_id": f"c{i}", "query": "q"} for i in range(50)])
+    lanes = write_lanes([record("other", [passage("a.md", 0)])])
+    assert run("--eval", eval_path, "--lanes", lanes, "--out", tmp_path / "r.json") == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 21 and lines[-1] == "assembler: error: ... and 30 more"
+
+
+HOSTILE_NAME = "in\n\x1b[2Jassembler: error: forged.json"
+
+
+def test_a_missing_eval_file_named_with_control_characters_is_one_escaped_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run("--eval", tmp_path / HOSTILE_NAME, "--lanes", LANES, "--out", tmp_path / "r.json") == 2
+    line = single_stderr_line(capsys)
+    assert line.startswith("assembler: error: cannot read ") and "in\\x0a\\x1b[2Jassembler: error: forged.json" in line
+
+
+def test_an_output_in_a_missing_folder_named_with_control_characters_is_one_escaped_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / HOSTILE_NAME / "r.json"
+    assert run("--eval", EVAL, "--lanes", LANES, "--out", out) == 2
+    assert single_stderr_line(capsys).startswith("assembler: error: cannot write ")
+
+
+def test_compare_of_a_missing_artifact_named_with_control_characters_is_one_escaped_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = evaluate(tmp_path, "head.json")
+    assert head["cases"]
+    capsys.readouterr()
+    assert run("compare", tmp_path / HOSTILE_NAME, tmp_path / "head.json", "--out", tmp_path / "c.jsonl") == 2
+    line = single_stderr_line(capsys)
+    assert line.startswith("assembler: error: BASE reading ") and "\\x0a\\x1b[2J" in line
+
+
+def test_compare_escapes_hostile_ids_and_metric_names_of_an_artifact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifact = evaluate(tmp_path, "base.json")
+    artifact["cases"].append(dict(artifact["cases"][0], case_id=HOSTILE_ID))
+    artifact["cases"].append(dict(artifact["cases"][0], case_id=HOSTILE_ID))
+    artifact["metrics"][HOSTILE_ID] = {"n": 1, "value": 1.0}
+    artifact["inputs"]["context"] = HUGE_ID
+    (tmp_path / "head.json").write_text(json.dumps(artifact), encoding="utf-8")
+    capsys.readouterr()
+    assert run("compare", tmp_path / "base.json", tmp_path / "head.json", "--out", tmp_path / "c.jsonl") == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.err + captured.out
+    assert all(len(line) < LINE_BOUND for line in (captured.err + captured.out).splitlines())
+    assert not any(line.startswith("assembler: error:") for line in captured.err.splitlines())

@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from assembler.errors import UsageError
 from assembler.rerank import RerankConfig
 from assembler.rerank.config import parse_timeout_secs
 
@@ -74,3 +75,57 @@ def test_the_key_never_shows_in_repr() -> None:
 def test_the_python_api_refuses_a_non_positive_timeout(timeout: float) -> None:
     with pytest.raises(ValueError):
         RerankConfig(url=URL, model=MODEL, timeout_secs=timeout)
+
+
+BAD_URLS = [
+    ("file:///etc/passwd", "must be an http:// or https:// URL"),
+    ("ftp://rerank.example/rerank", "must be an http:// or https:// URL"),
+    ("rerank.example:8080/rerank", "must be an http:// or https:// URL"),
+    ("http:///rerank", "has no host"),
+    ("http://:8080/rerank", "has no host"),
+    ("http://127.0.0.1:99999/rerank", "has an invalid port (a port is a number from 1 to 65535)"),
+    ("http://127.0.0.1:0/rerank", "has an invalid port (a port is a number from 1 to 65535)"),
+    ("http://127.0.0.1:http/rerank", "has an invalid port (a port is a number from 1 to 65535)"),
+    ("http://[::1/rerank", "is not a valid URL"),
+    ("http://127.0.0.1/rerank\r\nX-Injected: 1", "must not contain spaces or control characters (percent-encode them)"),
+    ("http://rerank example/rerank", "must not contain spaces or control characters (percent-encode them)"),
+]
+
+
+@pytest.mark.parametrize(("url", "rule"), BAD_URLS)
+def test_a_url_no_request_could_be_sent_to_is_refused_without_echoing_it(url: str, rule: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        RerankConfig(url=url, model=MODEL)
+    assert str(caught.value) == f"url {rule}"
+
+
+@pytest.mark.parametrize("url", ["HTTPS://Rerank.Example/v1/rerank", "http://[::1]:65535/r", "http://h:/r", URL])
+def test_http_and_https_urls_with_a_host_and_a_valid_port_are_accepted(url: str) -> None:
+    assert RerankConfig(url=url, model=MODEL).url == url
+
+
+def test_the_environment_cannot_configure_a_file_url() -> None:
+    with pytest.raises(UsageError, match="url must be an http:// or https:// URL"):
+        RerankConfig.from_env({"TAGURU_RERANK_URL": "file:///etc/passwd", "TAGURU_RERANK_MODEL": MODEL})
+
+
+@pytest.mark.parametrize("key", ["sk-secret\r\n", "sk-\nsecret", "sk-\x00secret", "sk-\x7fsecret", "\rsk-secret"])
+def test_a_key_no_header_can_carry_is_refused_without_echoing_it(key: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        RerankConfig(url=URL, model=MODEL, api_key=key)
+    message = str(caught.value)
+    assert message == "api_key holds a control character (such as CR or LF), which an HTTP header cannot carry"
+    assert "secret" not in message
+
+
+@pytest.mark.parametrize("key", ["sk-1", "", "sk with spaces", "sk\twith-tab", "sk-ké"])
+def test_keys_a_header_can_carry_are_accepted(key: str) -> None:
+    assert RerankConfig(url=URL, model=MODEL, api_key=key).api_key == key
+
+
+def test_the_summary_line_escapes_the_model_name() -> None:
+    from assembler.rerank import build_reranker
+
+    line = build_reranker(RerankConfig(url=URL, model="m\x1b[2J\nassembler: error: forged")).summary_line()
+    assert "\x1b" not in line and "\n" not in line
+    assert line.startswith("rerank (model m\\x1b[2J\\x0aassembler: error: forged): 0 requested")

@@ -251,6 +251,9 @@ def test_a_non_ascii_key_is_sent_as_its_utf8_bytes(stub: StubServer) -> None:
     assert stub.requests[0].headers["authorization"] == "Bearer sk-ké".encode().decode("latin-1")
 
 
-def test_a_key_that_cannot_be_a_header_value_is_a_provider_error(stub: StubServer) -> None:
-    assert call(provider(stub.url, key="sk\nInjected: 1")).reason == "provider_error"
+def test_a_key_that_cannot_be_a_header_value_forced_past_the_config_is_a_provider_error(stub: StubServer) -> None:
+    # RerankConfig refuses such a key (test_rerank_config.py); the provider still sends nothing.
+    config = RerankConfig(url=stub.url, model="m")
+    object.__setattr__(config, "api_key", "sk\nInjected: 1")
+    assert call(HttpProvider(config)).reason == "provider_error"
     assert stub.requests == []

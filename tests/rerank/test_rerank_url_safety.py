@@ -166,3 +166,67 @@ def test_the_command_prints_the_half_configured_warning_with_its_prefix(
     assert main(["assemble", str(lanes_file(tmp_path, rerank=False)), "-o", str(tmp_path / "out.jsonl"), "-q"]) == 0
     err = capsys.readouterr().err
     assert "assembler: warning: TAGURU_RERANK_URL is set but TAGURU_RERANK_MODEL is not" in err
+
+
+@pytest.mark.parametrize(
+    ("url", "rule"),
+    [
+        ("file:///etc/passwd", "must be an http:// or https:// URL"),
+        ("ftp://127.0.0.1/rerank", "must be an http:// or https:// URL"),
+        ("http://127.0.0.1:99999/rerank", "has an invalid port (a port is a number from 1 to 65535)"),
+        ("http:///rerank", "has no host"),
+    ],
+)
+@pytest.mark.parametrize("given", ["flag", "variable"])
+def test_the_command_refuses_a_url_no_request_could_be_sent_to_naming_its_source(
+    stub: StubServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    url: str,
+    rule: str,
+    given: str,
+) -> None:
+    out = tmp_path / "out.jsonl"
+    argv = ["assemble", str(lanes_file(tmp_path, rerank=True)), "-o", str(out), "--rerank-model", MODEL]
+    if given == "flag":
+        argv += ["--rerank-url", url]
+    else:
+        monkeypatch.setenv("TAGURU_RERANK_URL", url)
+    assert main(argv) == 2
+    source = "--rerank-url" if given == "flag" else "TAGURU_RERANK_URL"
+    err = capsys.readouterr().err
+    assert err == f"assembler: error: {source}: {rule}; no request could be sent\n"
+    assert stub.requests == [] and not out.exists()
+
+
+@pytest.mark.parametrize("variable", [None, "MY_RERANK_KEY"])
+def test_the_command_refuses_a_key_with_a_line_break_naming_the_variable_never_the_key(
+    stub: StubServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str | None,
+) -> None:
+    monkeypatch.setenv(variable or "TAGURU_RERANK_API_KEY", KEY + "\r\n")
+    out = tmp_path / "out.jsonl"
+    argv = ["assemble", str(lanes_file(tmp_path, rerank=True)), "-o", str(out)]
+    argv += ["--rerank-url", stub.url, "--rerank-model", MODEL]
+    if variable is not None:
+        argv += ["--rerank-key-env", variable]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    holder = "TAGURU_RERANK_API_KEY" if variable is None else f"--rerank-key-env {variable}"
+    assert captured.err == (
+        f"assembler: error: {holder}: the key holds a control character (such as CR or LF), "
+        "which an HTTP header cannot carry; no request could be sent\n"
+    )
+    assert KEY not in captured.err + captured.out
+    assert stub.requests == [] and not out.exists()
+
+
+def test_the_http_provider_refuses_a_file_url_forced_past_validation(stub: StubServer) -> None:
+    config = RerankConfig(url=stub.url, model=MODEL)
+    object.__setattr__(config, "url", "file:///etc/passwd")
+    with pytest.raises(UsageError, match="url is not an http:// or https:// URL"):
+        HttpProvider(config)

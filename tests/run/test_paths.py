@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assembler.errors import OutputError, UsageError
+from assembler.errors import shown as escaped
 from assembler.run.paths import check_output, refuse_same_files, shown
 
 
@@ -78,9 +79,12 @@ def test_every_shown_file_name_encodes_as_utf8(name: bytes) -> None:
     text = shown(os.fsdecode(name))
     text.encode("utf-8")  # never a surrogate: printable and writable into any UTF-8 file
     try:
-        assert text == name.decode("utf-8")  # a UTF-8 name is shown as it is
+        decoded = name.decode("utf-8")
     except UnicodeDecodeError:
         assert "\\x" in text
+    else:  # a UTF-8 name is shown as it is, its control characters escaped
+        assert text == escaped(decoded, limit=None)
+        assert "\n" not in text and "\x1b" not in text
 
 
 # --- standard streams are compared by what their descriptors are ------------------------------------
