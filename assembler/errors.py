@@ -24,10 +24,49 @@ __all__ = [
     "OutputError",
     "RecordError",
     "UsageError",
+    "install_hint",
     "one_line",
     "shown",
     "shown_path",
 ]
+
+
+def _extra_requirements(extra: str, seen: frozenset[str] = frozenset()) -> list[str]:
+    """The packages an extra of the installed ``assembler`` asks for, extras within it expanded."""
+    from importlib import metadata
+
+    try:
+        requires = metadata.requires("assembler") or []
+    except metadata.PackageNotFoundError:
+        return []
+    found: list[str] = []
+    for line in requires:
+        requirement, _, marker = line.partition(";")
+        if marker.replace("'", '"').split() != ["extra", "==", f'"{extra}"']:
+            continue
+        requirement = requirement.strip()
+        nested = re.fullmatch(r"assembler\[([^\]]+)\]", requirement)
+        if nested is None:
+            found.append(requirement)
+            continue
+        for inner in nested.group(1).split(","):
+            if inner.strip() not in seen:
+                found += _extra_requirements(inner.strip(), seen | {extra})
+    return found
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, as a message says it: from a checkout by the extra's name,
+    anywhere else by the packages it holds (``pip install 'assembler[x]'`` works only where the
+    package comes from an index, which a checkout or a wheel file is not).
+
+    >>> install_hint("plot").startswith("install the 'plot' extra: python -m pip install -e '.[plot]'")
+    True
+    """
+    packages = " ".join(f"'{requirement}'" for requirement in _extra_requirements(extra))
+    anywhere = f", or python -m pip install {packages}" if packages else ""
+    return f"install the '{extra}' extra: python -m pip install -e '.[{extra}]' in a checkout{anywhere}"
+
 
 SHOWN_LIMIT = 80
 """How many characters of an input key or id a message echoes before ``…(N more)``."""

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from assembler.errors import install_hint
+
 __all__ = ["clear_outputs", "main", "notebook_paths", "run_notebook"]
 
 DEFAULT_DIR = Path("notebooks")
@@ -32,7 +34,7 @@ def _module(name: str) -> Any:
     try:
         return importlib.import_module(name)
     except ImportError:
-        raise ImportError(f"running notebooks needs {name}: pip install 'assembler[notebooks]'") from None
+        raise ImportError(f"running notebooks needs {name}: {install_hint('notebooks')}") from None
 
 
 def run_notebook(path: str | Path, *, timeout: int = 300) -> tuple[Any, float]:

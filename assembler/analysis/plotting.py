@@ -1,6 +1,6 @@
 """Plots of the analysis frames (:mod:`assembler.analysis`) for the notebooks.
 
-matplotlib is an optional extra (``pip install 'assembler[plot]'``), imported on the first plot.
+matplotlib is an optional extra (the ``plot`` extra), imported on the first plot.
 Every function draws on ``ax`` (a new figure when it is None) and returns the axes it drew on.
 """
 
@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from assembler.errors import install_hint
 from assembler.stages.fuse import RRF_K
 
 __all__ = [
@@ -51,7 +52,7 @@ def pyplot() -> Any:
     try:
         return importlib.import_module("matplotlib.pyplot")
     except ImportError:
-        raise ImportError("plots need matplotlib: pip install 'assembler[plot]'") from None
+        raise ImportError(f"plots need matplotlib: {install_hint('plot')}") from None
 
 
 def _axes(ax: Any, size: tuple[float, float] = (7.0, 4.5)) -> Any:

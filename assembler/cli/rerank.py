@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from assembler.cli import messages
 from assembler.cli.args import positive_integer
-from assembler.errors import UsageError, shown
+from assembler.errors import UsageError, install_hint, shown
 from assembler.rerank.config import (
     ENV_API_KEY,
     ENV_MODEL,
@@ -135,7 +135,7 @@ def reranker_from_args(args: argparse.Namespace, environ: Mapping[str, str] | No
     try:
         from assembler.rerank.reranker import build_reranker
     except ImportError:
-        raise UsageError("the reranker needs the 'rerank' extra: pip install 'assembler[rerank]'") from None
+        raise UsageError(f"the reranker needs httpx and prometheus_client: {install_hint('rerank')}") from None
     return build_reranker(config, concurrency=args.rerank_concurrency, deadline_secs=args.rerank_deadline)
 
 

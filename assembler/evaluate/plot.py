@@ -1,6 +1,6 @@
 """The sweep's plot: recall@k and source diversity against the budget, baseline versus assembly.
 
-matplotlib is an optional extra (``pip install 'assembler[plot]'``), imported only here and only
+matplotlib is an optional extra (the ``plot`` extra), imported only here and only
 when a plot is drawn.
 """
 
@@ -10,6 +10,7 @@ import importlib
 import io
 from typing import Any
 
+from assembler.errors import install_hint
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.sweep import MODES, SweepResult, swept_key
 
@@ -24,9 +25,7 @@ def require_matplotlib() -> Any:
     try:
         matplotlib = importlib.import_module("matplotlib")  # not a static import: the extra is optional
     except ImportError:
-        raise EvaluateError(
-            "the sweep plot needs matplotlib: pip install 'assembler[plot]' (or pass --no-plot)"
-        ) from None
+        raise EvaluateError(f"the sweep plot needs matplotlib: {install_hint('plot')} (or pass --no-plot)") from None
     matplotlib.use("Agg")
     return importlib.import_module("matplotlib.pyplot")
 

@@ -8,7 +8,7 @@ driver takes the blocks back in input order (Ray Data's ``preserve_order``, chec
 carried (file, line) key and the planned record count), rejects a query id already assembled in an
 earlier split, and writes one output file and the errors file exactly as the local engine does.
 
-Ray is imported only when a run starts (``pip install 'assembler[ray]'``). See docs/scaling.md.
+Ray is imported only when a run starts (the ``ray`` extra). See docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import IO, TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assembler.errors import RecordError, UsageError
+from assembler.errors import RecordError, UsageError, install_hint
 from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts
 from assembler.run.io import Inputs, RawRecord, check_unique_columns, input_paths, is_parquet, jsonl_lines
 from assembler.run.options import DEFAULT_CHUNK_SIZE, RunOptions
@@ -370,7 +370,7 @@ def _ray_session(address: str | None, num_cpus: int | None) -> Iterator[None]:
         import ray
         import ray.data
     except ImportError:
-        raise UsageError("the Ray engine needs Ray Data: pip install 'assembler[ray]'") from None
+        raise UsageError(f"the Ray engine needs Ray Data: {install_hint('ray')}") from None
     started = not ray.is_initialized()
     if started:
         ray.init(

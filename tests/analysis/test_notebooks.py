@@ -61,7 +61,7 @@ def test_without_the_extra_the_command_says_so_in_one_line(
     monkeypatch.setattr(notebooks.importlib, "import_module", missing)
     assert notebooks.main(["--clear", str(NOTEBOOKS[0])]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'assembler[notebooks]'" in err
+    assert err.count("\n") == 1 and "install the 'notebooks' extra" in err
 
 
 def test_clear_strips_outputs(tmp_path: Path) -> None:

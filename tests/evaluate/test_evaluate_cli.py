@@ -399,7 +399,7 @@ def test_sweep_without_matplotlib_asks_for_the_extra_before_any_work(
     out_dir = tmp_path / "none"
     argv = ["evaluate", "sweep", "--eval", str(EVAL), "--lanes", str(LANES), "--budgets", "tokens=300", "--out-dir"]
     assert main([*argv, str(out_dir)]) == 2
-    assert "pip install 'assembler[plot]' (or pass --no-plot)" in capsys.readouterr().err
+    assert "install the 'plot' extra: python -m pip install -e '.[plot]'" in capsys.readouterr().err
     assert not out_dir.exists()
 
 
