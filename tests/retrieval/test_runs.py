@@ -600,3 +600,35 @@ def test_the_shipped_bm25_run_is_the_eval_sets_bm25_pool(tmp_path: Path) -> None
                 }
                 checked += 1
     assert checked > 500
+
+
+# ---------------------------------------------------------------- lanes build --queries
+
+
+def test_lanes_build_takes_queries_without_labels(tmp_path: Path) -> None:
+    corpus = _write(
+        tmp_path / "corpus.jsonl",
+        "".join(
+            json.dumps({"source": d["_id"], "paragraph": 0, "text": d["text"], "title": d["title"] or None}) + "\n"
+            for d in CORPUS
+        ),
+    )
+    queries = _write(tmp_path / "queries.tsv", "".join(f"{q['_id']}\t{q['text']}\n" for q in QUERIES))
+    evals = _write(
+        tmp_path / "eval.jsonl",
+        '{"taguru_eval": 1}\n' + "".join(json.dumps({"case_id": q["_id"], "query": q["text"]}) + "\n" for q in QUERIES),
+    )
+    base = ["lanes", "build", "--corpus", str(corpus), "--no-dense", "-q"]
+    assert main([*base, "--queries", str(queries), "-o", str(tmp_path / "a.jsonl")]) == 0
+    assert main([*base, "--eval", str(evals), "-o", str(tmp_path / "b.jsonl")]) == 0
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    records = _records(tmp_path / "a.jsonl")
+    assert [r["request"]["origins"] for r in records] == [[q["text"]] for q in QUERIES]
+
+
+def test_lanes_build_needs_an_eval_file_or_queries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus = _write(tmp_path / "c.jsonl", '{"source": "a", "paragraph": 0, "text": "x"}\n')
+    with pytest.raises(SystemExit) as caught:
+        main(["lanes", "build", "--corpus", str(corpus), "-o", str(tmp_path / "o")])
+    assert caught.value.code == 2
+    assert "one of the arguments --eval --queries is required" in capsys.readouterr().err
