@@ -1164,7 +1164,7 @@ def from_runs(
             if not read.sink.rows and not read.problems:
                 raise UsageError(f"{read.name}: no run lines")
             _stop_at_first(rejects, read, read.problems)
-            if read.sink.rows and not read.sink.blocks:
+            if read.sink.rows and not read.sink.blocks and query_list:
                 raise UsageError(
                     f"no query id of {read.name} is in {shown_path(queries)} (the run's first is "
                     f"{_quoted(read.sink.first_qid or '')}, the queries' first {_quoted(query_list[0][0])})"

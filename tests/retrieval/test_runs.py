@@ -486,6 +486,14 @@ def test_bad_query_lines(
     _bad(files, capsys, message)
 
 
+def test_skip_mode_with_every_query_rejected_writes_no_record(files: dict[str, Path]) -> None:
+    _write(files["queries"], '{"_id": "q1"}\n{"_id": "q2"}\n')
+    assert main(_args(files, "--on-error", "skip", "-q")) == 0
+    assert files["out"].read_text(encoding="utf-8") == ""
+    errors = files["out"].with_name("lanes.jsonl.errors.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["query_id"] for line in errors] == ["q1", "q2"]
+
+
 def test_a_run_file_given_as_queries_says_so(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     files["queries"] = files["bm25"]
     assert main(_args(files)) == 2
