@@ -37,7 +37,7 @@ from assembler.retrieval.build import Settings, citation_entries, passage_hit, r
 from assembler.retrieval.graph import TripleGraph
 from assembler.retrieval.hybrid import FusedHit, RankedEntry, fuse_ranked
 from assembler.retrieval.inputs import Fact, Paragraph, read_facts
-from assembler.run.io import RawRecord, check_unique_columns, is_parquet, row_text
+from assembler.run.io import RawRecord, check_unique_columns, is_parquet, parquet_batches, row_text
 from assembler.run.outputs import Rejects, run_outputs
 from assembler.run.paths import refuse_same_files
 from assembler.run.paths import shown as shown_path
@@ -413,7 +413,14 @@ def _read_csv(run: Run, plain: str, sink: _RowSink) -> _RunFile:
             for values in (*columns.values(), raw_rank, raw_score):
                 values.clear()
 
-        for row in reader:
+        rows = iter(reader)
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except csv.Error as exc:  # a field past the csv module's limit, a stray quote at the end
+                raise UsageError(f"{name}:{reader.line_num}: cannot be read as CSV: {shown(str(exc))}") from None
             line = reader.line_num
             if not any(cell.strip() for cell in row):
                 continue
@@ -505,7 +512,7 @@ def _read_parquet_run(run: Run, plain: str, sink: _RowSink) -> _RunFile:
     problems: list[_Problem] = []
     start = 1
     picked = [c for c in (qid, docid, score, rank) if c is not None]
-    for batch in parquet.iter_batches(batch_size=1 << 16, columns=picked):
+    for batch in parquet_batches(str(run.path), parquet, batch_size=1 << 16, columns=picked):
         part = pl.from_arrow(batch)
         assert isinstance(part, pl.DataFrame)
         rows = pl.int_range(start, start + part.height, dtype=pl.Int64, eager=True)
@@ -966,8 +973,12 @@ def _read_parquet_corpus(
             wanted.append(extra)
     rules = _Doc(settings, id_key, text_key)
     row = 0
-    for batch in parquet.iter_batches(batch_size=1 << 14, columns=wanted):
-        for value in batch.to_pylist():
+    for batch in parquet_batches(str(path), parquet, batch_size=1 << 14, columns=wanted):
+        try:
+            values = batch.to_pylist()
+        except (UnicodeDecodeError, pa.ArrowException) as exc:
+            raise UsageError(f"cannot read {name}: a value cannot be read ({type(exc).__name__})") from None
+        for value in values:
             row += 1
             found = rules.check(value)
             if isinstance(found[2], str):

@@ -458,6 +458,34 @@ def test_bad_own_jsonl_corpus_lines(
     _bad(files, capsys, message)
 
 
+def test_bad_parquet_corpus_rows(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [{"_id": d["_id"], "title": d["title"], "text": d["text"]} for d in CORPUS]
+    files["corpus"] = files["out"].with_name("docs.parquet")
+    pl.DataFrame([*rows, {"_id": "d5", "title": "x", "text": None}]).write_parquet(files["corpus"])
+    _bad(files, capsys, "docs.parquet:5: doc_id 'd5' field text: must be a string")
+    assert main(_args(files, "--on-error", "skip", "-q")) == 0
+    entry = json.loads(files["out"].with_name("lanes.jsonl.errors.jsonl").read_text(encoding="utf-8"))
+    assert entry["record"] == '{"_id":"d5","title":"x"}'
+
+
+def test_a_corrupt_parquet_run_or_csv_run_is_a_usage_error(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = files["out"].with_name("bm25.parquet")
+    pl.DataFrame({"qid": ["q1"] * 1000, "docid": [f"d{i}" for i in range(1000)], "score": [1.0] * 1000}).write_parquet(
+        run, compression="uncompressed"
+    )
+    data = bytearray(run.read_bytes())
+    data[200:400] = bytes(200)
+    run.write_bytes(bytes(data))
+    assert main(_args(files, "--on-error", "skip", bm25=run)) == 2
+    assert "bm25.parquet" in capsys.readouterr().err
+    csv_run = _write(files["out"].with_name("bm25.csv"), 'qid,docid,score\nq1,"d1' + "x" * 200000 + '",1\n')
+    assert main(_args(files, bm25=csv_run)) == 2
+    assert "bm25.csv:2: cannot be read as CSV: field larger than field limit" in capsys.readouterr().err
+    assert not files["out"].exists()
+
+
 def test_a_corpus_field_rule_names_the_field(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(_args(files, "--paragraph-field", "n")) == 2
     assert "corpus.jsonl:2: doc_id 'd2' field n: must be an integer from 0 to 4294967295" in capsys.readouterr().err
