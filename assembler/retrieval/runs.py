@@ -4,8 +4,10 @@ Each run (TREC, ranx/pyserini JSON, CSV/TSV or Parquet) becomes one sub-lane of 
 (``PassageHit.lanes.bm25`` / ``.vector``, ``{rank, score}``); a passage's own ``score`` is the
 reciprocal-rank fusion of its sub-lanes by the rule ``lanes build`` uses
 (:func:`assembler.retrieval.hybrid.fuse_ranked`), and its text comes from the corpus. Runs are
-parsed block by block into Polars columns, never one Python object per line; the corpus is read
-once, keeping only the documents the runs name (their text is read again, by offset, when served).
+parsed block by block into Polars columns (never one Python object per line) and spilled to
+temporary Parquet files; the checks and the fusion then take a chunk of queries at a time, so
+memory does not grow with the runs. The corpus is read once, keeping only the locators and
+offsets of the documents the runs name (their text is read again, by offset, when served).
 
 Every bad line is reported as ``file:line: query_id 'q' field F: rule`` and stops the run, or
 with ``on_error="skip"`` is written to the errors file and left out.
