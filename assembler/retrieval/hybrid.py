@@ -14,11 +14,16 @@ descending, ties by (source, paragraph).
 [(1, (2, 2.0), (1, 0.9)), (0, (1, 3.0), None), (2, None, (2, 0.8))]
 >>> hits[0].score == to_f32(1 / 62 + 1 / 61)
 True
+
+Lanes whose ranks are given (a run file's rank column) are fused by the same rule:
+
+>>> [(h.doc, h.score == to_f32(1 / 63)) for h in fuse_ranked([(0, 3, 1.5)], [], keys={0: ("a", 0)})]
+[(0, True)]
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,9 +32,11 @@ import numpy.typing as npt
 from assembler.contract.jsontext import to_f32
 from assembler.stages.fuse import RRF_K
 
-__all__ = ["FusedHit", "fuse_hits", "rank_lane"]
+__all__ = ["FusedHit", "fuse_hits", "fuse_ranked", "rank_lane"]
 
 LaneEntry = tuple[int, float]
+RankedEntry = tuple[int, int, float]
+"""(document, rank, f32 score): one entry of a lane whose ranks are given."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,24 @@ def fuse_hits(
     bm25: Sequence[LaneEntry], vector: Sequence[LaneEntry], keys: Sequence[tuple[str, int]]
 ) -> list[FusedHit]:
     """Reciprocal-rank fusion (k = 60) of two ranked lanes; ``keys[doc]`` = (source, paragraph) for ties."""
+    return fuse_ranked(
+        [(doc, rank, score) for rank, (doc, score) in enumerate(bm25, start=1)],
+        [(doc, rank, score) for rank, (doc, score) in enumerate(vector, start=1)],
+        keys,
+    )
+
+
+def fuse_ranked(
+    bm25: Sequence[RankedEntry],
+    vector: Sequence[RankedEntry],
+    keys: Sequence[tuple[str, int]] | Mapping[int, tuple[str, int]],
+) -> list[FusedHit]:
+    """:func:`fuse_hits` for lanes that carry their own ranks: ``(doc, rank, score)`` entries, each
+    document at most once per lane. ``1/(60 + rank)`` summed over the lanes (bm25 first, f64),
+    rounded to f32; ordered by that score descending, ties by ``keys[doc]``."""
     lanes: dict[int, dict[str, tuple[int, float]]] = {}
     for name, lane in (("bm25", bm25), ("vector", vector)):
-        for rank, (doc, score) in enumerate(lane, start=1):
+        for doc, rank, score in lane:
             lanes.setdefault(doc, {})[name] = (rank, score)
     hits = []
     for doc, evidence in lanes.items():
