@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from assembler.cli.stopped import interrupted
 from assembler.run.environment import environment_defaults
 
-__all__ = ["POLARS_THREADS", "main"]
+__all__ = ["POLARS_THREADS", "main", "no_rust_backtraces"]
 
 POLARS_THREADS = "1"
 """Polars' thread pool in each process of the command, unless ``POLARS_MAX_THREADS`` is set.
@@ -21,6 +23,23 @@ with its worker's (docs/performance.md, "Polars' threads"). The Python API leave
 own default (one thread per CPU); the pool's workers get their share of the CPUs either way."""
 
 
+@contextmanager
+def no_rust_backtraces() -> Iterator[None]:
+    """``RUST_BACKTRACE=0`` while the command runs (the previous value back after), whatever the
+    environment says: a Polars panic caused by a failed allocation, printing a backtrace, allocates
+    again and deadlocks in Rust's backtrace lock (the process hangs, deaf to SIGTERM), and the
+    command prints one line, never a traceback."""
+    previous = os.environ.get("RUST_BACKTRACE")
+    os.environ["RUST_BACKTRACE"] = "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("RUST_BACKTRACE", None)
+        else:
+            os.environ["RUST_BACKTRACE"] = previous
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``assembler`` command; returns the exit status.
 
@@ -29,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     interruption, status 130, not a traceback from the middle of an import. Polars' thread pool
     is sized before it loads (:data:`POLARS_THREADS`).
     """
-    with environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
+    with environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}), no_rust_backtraces():
         try:
             from assembler.cli.main import main as run
 
