@@ -248,8 +248,8 @@ def register(commands: Any) -> None:
         "--chunk-bytes",
         type=positive_integer,
         metavar="N",
-        help=f"--engine local: a JSON Lines chunk also ends at N bytes of input (default {DEFAULT_CHUNK_BYTES:,}: "
-        "large records make smaller chunks)",
+        help=f"--engine local: a chunk also ends at N bytes of input, JSON Lines text or Parquet rows decoded "
+        f"(default {DEFAULT_CHUNK_BYTES:,}: large records make smaller chunks)",
     )
     assemble.add_argument(
         "--workers",

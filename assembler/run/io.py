@@ -79,8 +79,9 @@ STDIO = "-"
 DEFAULT_MAX_RECORD_BYTES = 64 * 2**20
 """The longest record read (64 MiB): a JSON Lines line of more bytes, or a Parquet row of more
 decoded bytes, is a record error (:class:`Oversized`) and its text is never held in memory.
-Typical records are about 17.5 kB and records of 200 passages about 200 kB; a record at the
-limit takes about 12 times its size in memory while it is assembled (docs/performance.md)."""
+Typical records are about 17.5 kB and records of 200 passages about 200 kB. Memory grows about
+35 times a record's size while it is assembled: a 20 MB passage peaks at 861 MiB, a 65 MB one
+(just under the limit) at 2.3 GiB (docs/lane-dump.md, "Size limit, compression and what is not JSON Lines")."""
 PARQUET_READ_ROWS = 16
 """Parquet rows decoded at a time before their size is known (:func:`parquet_pieces`); one row at
 a time would cost ten times as much per row (0.2 ms)."""

@@ -451,3 +451,19 @@ def test_a_parquet_lane_dump_with_a_reserved_column_is_refused_whole(tmp_path: P
             check_parquet_columns(["query_id", name], "in.parquet")
     with pytest.raises(UsageError, match="appears 2 times"):
         check_parquet_columns(["query_id", "query_id"], "in.parquet")
+
+
+def test_the_ray_engine_refuses_compressed_json_lines_and_reserved_parquet_columns_when_it_plans(
+    tmp_path: Path,
+) -> None:
+    from assembler.run.ray import list_inputs  # imports Ray only when a run starts
+
+    packed = tmp_path / "in.jsonl.gz"
+    packed.write_bytes(gzip.compress(_lane_lines()))
+    with pytest.raises(UsageError, match=r"in\.jsonl\.gz is gzip-compressed: the Ray engine splits JSON Lines"):
+        list_inputs([str(packed)])
+    lines = tmp_path / "lines.parquet"
+    pq.write_table(pa.table({"json_line": _lane_lines().splitlines()}), lines)
+    with pytest.raises(UsageError, match="column 'json_line' is reserved"):
+        list_inputs([str(lines)])
+    assert [file.name for file in list_inputs([str(_lane_path())])] == [str(_lane_path())]
