@@ -225,7 +225,8 @@ class InputStream(io.BufferedReader):
 
 class _Replay(io.RawIOBase):
     """A stream that gives ``head`` (bytes already read from ``inner``) first, then the rest of
-    ``inner``; a decompressor's failure is a :class:`UsageError` naming the file."""
+    ``inner``, read into the caller's buffer (no copy of its own); a decompressor's failure is a
+    :class:`UsageError` naming the file."""
 
     def __init__(self, inner: Any, head: bytes, name: str, compression: str | None, owned: bool) -> None:
         super().__init__()
@@ -241,20 +242,14 @@ class _Replay(io.RawIOBase):
             view[:count] = self.head[:count]
             self.head = self.head[count:]
             return count
-        data = self._read(len(view))
-        view[: len(data)] = data
-        return len(data)
-
-    def _read(self, size: int) -> bytes:
         try:
-            data: bytes = self.inner.read(size)
+            return int(self.inner.readinto(view) or 0)
         except (OSError, EOFError, pa.ArrowException) as exc:
             if self.compression is None:
                 raise
             reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
             what = f"the {self.compression} data is corrupt"
             raise UsageError(f"cannot read {self.name_shown}: {what} ({reason})") from None
-        return data
 
     def close(self) -> None:
         if not self.closed and self.owned:
@@ -287,17 +282,18 @@ def open_input(path: str) -> InputStream:
     try:
         return _open(path)
     except OSError as exc:
-        raise UsageError(f"cannot read {shown(path) if path != STDIO else '<stdin>'}: {exc.strerror or exc}") from None
+        where = shown(path) if path != STDIO else "<stdin>"
+        raise UsageError(f"cannot read {where}: {exc.strerror or exc}") from None
 
 
 def _open(path: str) -> InputStream:
     """:func:`open_input`, an ``OSError`` of opening or of the first read left as it is."""
     if path == STDIO:
-        raw: IO[bytes] = sys.stdin.buffer
+        raw: Any = sys.stdin.buffer
         name, owned = "<stdin>", False
     else:
         name, owned = shown(path), True
-        raw = open(path, "rb")  # noqa: SIM115 - closed with the returned stream
+        raw = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with the returned stream
     try:
         return _sniffed(raw, name, owned)
     except BaseException:
@@ -306,21 +302,33 @@ def _open(path: str) -> InputStream:
         raise
 
 
-def _sniffed(raw: IO[bytes], name: str, owned: bool) -> InputStream:
+def _sniffed(raw: Any, name: str, owned: bool) -> InputStream:
+    """The stream of ``raw`` by its first bytes. A regular file is read from its start again after
+    the look (a plain one is then a buffered reader of the file itself); a pipe gets the bytes
+    looked at first."""
+    seekable = owned and raw.seekable()
     magic = _read_up_to(raw, 8)
     for prefix, what in _REFUSED:
         if magic.startswith(prefix):
             raise UsageError(f"{name} {what}")
     compression = next((kind for prefix, kind in _READ.items() if magic.startswith(prefix)), None)
-    source: Any = _Replay(raw, magic, name, None, owned)
-    if compression is not None:
+    if compression is None:
+        head = magic + _read_up_to(raw, SNIFF_BYTES - len(magic))
+    else:
+        if seekable:
+            raw.seek(0)
+        source = raw if seekable else _Replay(raw, magic, name, None, owned)
         decompressed = pa.CompressedInputStream(pa.PythonFile(source, mode="r"), compression)
-        source = _Replay(decompressed, b"", name, compression, True)
-    head = _read_up_to(source, SNIFF_BYTES)
+        raw = _Replay(decompressed, b"", name, compression, True)
+        head = _read_up_to(raw, SNIFF_BYTES)
     if b"\0" in head:
         once = f" once {compression}-decompressed" if compression else ""
         raise UsageError(f"{name} looks binary{once} (a NUL byte in its first 64 KiB): it is not JSON Lines")
-    stream = InputStream(_Replay(source, head, name, compression, True), 1 << 16)
+    if compression is None and seekable:
+        raw.seek(0)
+        stream = InputStream(raw, 1 << 16)
+    else:
+        stream = InputStream(_Replay(raw, head, name, compression, owned or compression is not None), 1 << 16)
     stream.name_shown, stream.compression = name, compression
     return stream
 
