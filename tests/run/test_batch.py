@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from assembler.cli import main
 from assembler.errors import InputError
 from assembler.pipeline import assemble_batch
 from assembler.run.batch import (
@@ -247,8 +248,6 @@ def test_a_record_over_the_limit_is_a_table_of_its_own_in_the_refused_form(
 def test_a_parquet_json_line_column_is_refused_by_assemble_and_convert_alike(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from assembler.cli import main
-
     path = tmp_path / "lines.parquet"
     pq.write_table(pa.table({JSON_LINE: CONFORMANCE.read_bytes().splitlines()}), path)
     message = (
