@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
 from assembler.run.environment import environment_defaults
 
-__all__ = ["POLARS_THREADS", "main"]
+__all__ = ["POLARS_THREADS", "main", "no_rust_backtraces"]
 
 POLARS_THREADS = "1"
 """Polars' thread pool in each process of the command, unless ``POLARS_MAX_THREADS`` is set.
@@ -19,6 +21,23 @@ too little for Polars' threads to pay: the command uses more cores with more pro
 with two, and a run on both cores 7 % less of each, since the command's threads no longer compete
 with its worker's (docs/performance.md, "Polars' threads"). The Python API leaves Polars to its
 own default (one thread per CPU); the pool's workers get their share of the CPUs either way."""
+
+
+@contextmanager
+def no_rust_backtraces() -> Iterator[None]:
+    """``RUST_BACKTRACE=0`` while the command runs (the previous value back after), whatever the
+    environment says: a Polars panic caused by a failed allocation, printing a backtrace, allocates
+    again and deadlocks in Rust's backtrace lock (the process hangs, deaf to SIGTERM), and the
+    command prints one line, never a traceback."""
+    previous = os.environ.get("RUST_BACKTRACE")
+    os.environ["RUST_BACKTRACE"] = "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("RUST_BACKTRACE", None)
+        else:
+            os.environ["RUST_BACKTRACE"] = previous
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -37,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if failed is not None:
         return failed
     try:
-        with stop_on_signals(), environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}):
+        with stop_on_signals(), environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}), no_rust_backtraces():
             failed = load_libraries()
             if failed is not None:
                 return failed

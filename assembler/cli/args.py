@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable
 
 from assembler.errors import UsageError
+from assembler.run.io import DEFAULT_MAX_RECORD_BYTES
 from assembler.selection import SelectionPolicy, get_policy, load_policy_config
 
 __all__ = [
@@ -66,7 +67,8 @@ def budget_overrides(args: argparse.Namespace) -> dict[str, int]:
 
 
 def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> None:
-    """``--on-error``, ``--errors`` and ``--chunk-size``: the streaming commands' error discipline."""
+    """``--on-error``, ``--errors``, ``--chunk-size`` and ``--max-record-bytes``: the streaming
+    commands' error discipline."""
     parser.add_argument(
         "--on-error",
         choices=("stop", "skip"),
@@ -84,6 +86,14 @@ def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> Non
         default=chunk_default,
         metavar="N",
         help=f"records per batch (default {chunk_default}; memory is bounded by it)",
+    )
+    parser.add_argument(
+        "--max-record-bytes",
+        type=positive_integer,
+        default=DEFAULT_MAX_RECORD_BYTES,
+        metavar="N",
+        help=f"a record (a JSON line, or a Parquet row decoded) of more than N bytes is a record error "
+        f"(default {DEFAULT_MAX_RECORD_BYTES:,}: 64 MiB)",
     )
 
 

@@ -27,7 +27,7 @@ from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_
 from assembler.errors import UsageError, shown_path
 from assembler.pipeline import assemble_records
 from assembler.run.atomic import commit_together
-from assembler.run.io import is_parquet, read_raw
+from assembler.run.io import is_parquet, open_input, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
 from assembler.run.outputs import RunSummary
@@ -74,7 +74,8 @@ progress bar shows a total and an ETA; larger inputs show a count and a rate onl
 
 def count_records(paths: Sequence[str]) -> int | None:
     """The number of records of the input files (Parquet: from the footer; JSON Lines: non-blank
-    lines), or ``None`` when that is not cheap to know (standard input, very large inputs)."""
+    lines), or ``None`` when that is not cheap to know (standard input, very large or compressed
+    inputs)."""
     if "-" in paths:
         return None
     try:
@@ -85,10 +86,12 @@ def count_records(paths: Sequence[str]) -> int | None:
             if is_parquet(path):
                 total += pq.ParquetFile(path).metadata.num_rows
                 continue
-            with open(path, "rb") as handle:
+            with open_input(path) as handle:
+                if handle.compression is not None:  # counting would decompress the input twice
+                    return None
                 total += sum(1 for line in handle if line.strip())
         return total
-    except (OSError, ValueError, pa.ArrowException):  # the run itself reports unreadable inputs
+    except (OSError, ValueError, pa.ArrowException, UsageError):  # the run itself reports unreadable inputs
         return None
 
 
@@ -127,6 +130,7 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
         assess=args.assess,
         reranker=reranker,
         workers=_capped_workers(args.workers),  # None: chosen from the input's size
+        max_record_bytes=args.max_record_bytes,
     )
 
 
@@ -219,6 +223,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         errors_path=errors_path(args),
         chunk_size=args.chunk_size,
         output_format=output_format,
+        max_record_bytes=args.max_record_bytes,
     )
     print(f"converted {summary.queries} records, {summary.rejected} rejected", file=sys.stderr)
     return 0
@@ -261,8 +266,8 @@ def register(commands: Any) -> None:
         "--chunk-bytes",
         type=positive_integer,
         metavar="N",
-        help=f"--engine local: a JSON Lines chunk also ends at N bytes of input (default {DEFAULT_CHUNK_BYTES:,}: "
-        "large records make smaller chunks)",
+        help=f"--engine local: a chunk also ends at N bytes of input, JSON Lines text or Parquet rows decoded "
+        f"(default {DEFAULT_CHUNK_BYTES:,}: large records make smaller chunks)",
     )
     assemble.add_argument(
         "--workers",

@@ -29,6 +29,7 @@ def _cmd_assess(args: argparse.Namespace) -> int:
         errors_path=errors_path(args),
         chunk_size=args.chunk_size,
         clock=clock,
+        max_record_bytes=args.max_record_bytes,
     )
     print(summary.line(), file=sys.stderr)
     return 0

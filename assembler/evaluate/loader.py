@@ -18,7 +18,7 @@ from assembler.contract.text import is_blank
 from assembler.contract.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
 from assembler.errors import shown, shown_path
 from assembler.evaluate.errors import EvaluateError
-from assembler.run.io import parse_json
+from assembler.run.io import parse_json, read_input
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -152,7 +152,7 @@ class _Problem(Exception):
 def load_eval(path: str) -> EvalSet:
     """Read and validate an eval file; raise :class:`EvaluateError` at the first problem."""
     try:
-        data = Path(path).read_bytes()
+        data = read_input(Path(path))
     except OSError as exc:
         raise EvaluateError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     try:

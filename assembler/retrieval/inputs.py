@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.errors import UsageError
+from assembler.run.io import read_input
 
 __all__ = [
     "Case",
@@ -91,7 +92,7 @@ class Case:
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CorpusError(f"cannot read {path}: {exc}") from None
     for number, line in enumerate(text.splitlines(), start=1):

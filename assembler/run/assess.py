@@ -23,7 +23,14 @@ from assembler.assess.rules import (
     utc_now,
 )
 from assembler.errors import InputError, RecordError, UsageError
-from assembler.run.io import RawRecord, is_parquet, read_raw
+from assembler.run.io import (
+    DEFAULT_MAX_RECORD_BYTES,
+    RawRecord,
+    check_max_record_bytes,
+    is_parquet,
+    memory_panics,
+    read_raw,
+)
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError
 from assembler.run.outputs import run_outputs
 from assembler.run.paths import refuse_same_files
@@ -89,12 +96,15 @@ def run_assess(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     clock: Clock = utc_now,
     options: AssessOptions = DEFAULTS,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> AssessSummary:
     """Assess every run context of ``inputs`` (JSON Lines) into ``output``; return the counts.
 
     ``clock`` is read once: every result of the run has the same ``assembled_at``. With
     ``on_error="stop"`` the first bad record raises :class:`InputError` and no output is left.
+    A run context of more than ``max_record_bytes`` is a record error (its text is not kept).
     """
+    check_max_record_bytes(max_record_bytes)
     parquet = [path for path in inputs if is_parquet(path)]
     if parquet:
         raise UsageError(f"assess reads run contexts as JSON Lines, not Parquet: {parquet[0]}")
@@ -103,8 +113,9 @@ def run_assess(
     summary = AssessSummary()
     started = time.perf_counter()
     assembled_at = format_timestamp(clock())
-    with run_outputs(output, False, on_error, errors_path) as (out, rejects):
-        for chunk in _chunks(_parsed(read_raw(inputs), rejects.reject, options), chunk_size):
+    with memory_panics(), run_outputs(output, False, on_error, errors_path) as (out, rejects):
+        raws = read_raw(inputs, max_record_bytes=max_record_bytes)
+        for chunk in _chunks(_parsed(raws, rejects.reject, options), chunk_size):
             with held_signals():  # as a chunk is assembled (assembler.run.signals)
                 results = assess_parsed(chunk, assembled_at, options)
             out.handle.write("".join(line + "\n" for line in result_lines(results)))

@@ -16,16 +16,21 @@ An input table has one of two forms (docs/scaling.md):
 Either form may carry ``source_file`` (string) and ``source_line`` (1-based line or row) to name
 records in errors; without them records are ``<memory>`` rows 1, 2, ...  Other columns of the
 JSON Lines form are ignored; in the Parquet form every other column belongs to the record.
+
+A third form holds records the file readers refused before they were held (a record over the size
+limit, :class:`~assembler.run.io.Oversized`): a table with a ``source_error`` column (the rule),
+beside ``source_file`` and ``source_line``; every row of it is a rejected record whose text is not
+kept (the errors file shows ``""``). :func:`file_tables` yields such a row as a table of its own.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import IO, TYPE_CHECKING, Any, Literal
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,12 +39,18 @@ import pyarrow.parquet as pq
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import BatchResult, assemble_lanes
 from assembler.run.io import (
+    DEFAULT_MAX_RECORD_BYTES,
+    RESERVED_COLUMNS,
+    Oversized,
     RawRecord,
+    check_parquet_columns,
     check_unique_columns,
     is_parquet,
     line_record,
-    parquet_batches,
+    open_input,
+    parquet_pieces,
     parquet_record,
+    row_sizes,
     row_text,
     stream_lines,
     table_rows,
@@ -57,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JSON_LINE",
     "REJECTED_SCHEMA",
+    "SOURCE_ERROR",
     "SOURCE_FILE",
     "SOURCE_LINE",
     "ArrowResult",
@@ -71,10 +83,8 @@ __all__ = [
     "summary_counts",
 ]
 
-JSON_LINE = "json_line"
-SOURCE_FILE = "source_file"
-SOURCE_LINE = "source_line"
-_SOURCE_COLUMNS = (SOURCE_FILE, SOURCE_LINE)
+JSON_LINE, SOURCE_FILE, SOURCE_LINE, SOURCE_ERROR = RESERVED_COLUMNS
+_SOURCE_COLUMNS = (SOURCE_FILE, SOURCE_LINE, SOURCE_ERROR)
 _TEXT_TYPES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
 
 REJECTED_SCHEMA = pa.schema(
@@ -128,7 +138,7 @@ def assemble_table(
     """
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    text_form = JSON_LINE in table.column_names
+    text_form = _text_form(table)
     rejected: list[tuple[RawRecord, RecordError]] = []
     rejected_rows: list[int] = []
     package_rows: list[int] = []
@@ -199,6 +209,10 @@ def _read_columns(
 ) -> tuple[list[int], ColumnarLanes, Callable[[int], RawRecord]]:
     """The row index of every record of the table, what the columnar reader took of them, and the
     record-path form of the ``k``-th one (made only when needed)."""
+    if SOURCE_ERROR in table.column_names:  # records refused while reading: each is its error
+        refused = [raw for _, raw in _refused_raws(table)]
+        none_taken = ColumnarLanes(np.zeros(len(refused), dtype=bool), build_batch([]))
+        return list(range(len(refused))), none_taken, refused.__getitem__
     if text_form:
         lines = list(_table_lines(table))
         fast = read_lane_lines(
@@ -247,8 +261,31 @@ def _table_lines(table: pa.Table) -> Iterator[tuple[int, str, int, bytes]]:
             yield index, file, line, data
 
 
+def _text_form(table: pa.Table) -> bool:
+    """Whether a record's text in the errors file is its line as read (the JSON Lines form, and
+    refused records, whose text is not kept), rather than made from its Parquet row."""
+    return JSON_LINE in table.column_names or SOURCE_ERROR in table.column_names
+
+
+def _refused_raws(table: pa.Table) -> Iterator[tuple[int, RawRecord]]:
+    """``(row index, record)`` of a table of records refused while reading (``source_error``)."""
+    files, lines = _sources(table)
+    for index, (file, line, rule) in enumerate(zip(files, lines, table.column(SOURCE_ERROR).to_pylist(), strict=True)):
+        error = RecordError(file, line, None, "", rule if isinstance(rule, str) else "refused while reading")
+        yield index, RawRecord(file, line, None, "", error)
+
+
+def refused_table(name: str, line: int, refused: Oversized) -> pa.Table:
+    """A one-row input table of a record refused while reading (the ``source_error`` form)."""
+    table = pa.table({SOURCE_ERROR: arrow_column([refused.rule], pl.String)})
+    return _with_source(table, name, [line])
+
+
 def _table_raws(table: pa.Table, text_form: bool) -> Iterator[tuple[int, RawRecord]]:
     """``(row index, record)`` of every row that holds a record (all through the record path)."""
+    if SOURCE_ERROR in table.column_names:
+        yield from _refused_raws(table)
+        return
     if text_form:
         for index, file, line, data in _table_lines(table):
             yield index, line_record(file, line, data)
@@ -289,7 +326,7 @@ def _rejected_table(rejected: Sequence[tuple[RawRecord, RecordError]], text_form
 
 def record_texts(table: pa.Table) -> Iterator[tuple[int, str]]:
     """``(line, text)`` of every record of an input table, the text as the errors file shows it."""
-    text_form = JSON_LINE in table.column_names
+    text_form = _text_form(table)
     for _, raw in _table_raws(table, text_form):
         yield raw.line, _shown(raw, text_form)
 
@@ -318,41 +355,112 @@ def file_tables(
     first_line: int = 1,
     row_groups: Sequence[int] | None = None,
     max_bytes: int | None = None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> Iterator[pa.Table]:
     """One input file as input tables of at most ``rows`` rows, each row named ``name`` + line/row.
 
     JSON Lines gives the ``json_line`` form (blank lines dropped, line numbers kept), Parquet the
     lane-dump columns of the file. The same rules as :func:`assembler.run.io.read_raw`. A part of a
     file is read by giving the line (or row) it starts at, and for Parquet its ``row_groups``.
-    With ``max_bytes`` a JSON Lines table also ends at the line that reaches that many bytes.
+    With ``max_bytes`` a table also ends at the line (or row) that reaches that many bytes: of
+    JSON text, or of decoded Arrow buffers for Parquet. A record over ``max_record_bytes`` comes
+    as a one-row table of the ``source_error`` form, between the tables of the records around it.
     """
     if parquet:
-        try:
-            parquet_file = pq.ParquetFile(stream)
-        except (OSError, pa.ArrowInvalid) as exc:
-            raise UsageError(f"cannot read {shown(name)} as Parquet: {exc}") from None
-        first = first_line
-        for batch in parquet_batches(name, parquet_file, batch_size=rows, row_groups=row_groups):
-            table = pa.Table.from_batches([batch])
-            yield _with_source(table, name, range(first, first + table.num_rows))
-            first += table.num_rows
+        yield from _parquet_tables(name, stream, rows, first_line, row_groups, max_bytes, max_record_bytes)
         return
     numbers: list[int] = []
     lines: list[bytes] = []
     size = 0
-    for number, raw in stream_lines(stream):
+
+    def table() -> pa.Table:
+        # The lines are let go before the table is yielded: the chunk is assembled while this
+        # generator waits, and would otherwise be held twice (as Python bytes and in Arrow).
+        nonlocal numbers, lines, size
+        made = _with_source(lines_table(lines), name, numbers)
+        numbers, lines, size = [], [], 0
+        return made
+
+    for number, raw in stream_lines(stream, max_bytes=max_record_bytes):
+        if isinstance(raw, Oversized):
+            if lines:
+                yield table()
+            yield refused_table(name, number + first_line - 1, raw)
+            continue
         numbers.append(number + first_line - 1)
         lines.append(raw)
         size += len(raw)
+        del raw
         if len(lines) >= rows or (max_bytes is not None and size >= max_bytes):
-            yield _with_source(lines_table(lines), name, numbers)
-            numbers, lines, size = [], [], 0
+            yield table()
     if lines:
-        yield _with_source(lines_table(lines), name, numbers)
+        yield table()
+
+
+def _parquet_tables(
+    name: str,
+    stream: IO[bytes],
+    rows: int,
+    first_line: int,
+    row_groups: Sequence[int] | None,
+    max_bytes: int | None,
+    max_record_bytes: int,
+) -> Iterator[pa.Table]:
+    """:func:`file_tables` of a Parquet file: its rows decoded a few at a time
+    (:func:`~assembler.run.io.parquet_pieces`), gathered into tables of ``rows`` rows that also end
+    at the row reaching ``max_bytes`` decoded bytes."""
+    try:
+        parquet_file = pq.ParquetFile(stream)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise UsageError(f"cannot read {shown(name)} as Parquet: {exc}") from None
+    check_parquet_columns(parquet_file.schema_arrow.names, name)
+    budget = max_bytes if max_bytes is not None else -1
+    first = first_line
+    pending: list[pa.RecordBatch] = []
+    count = size = 0
+
+    def table() -> pa.Table:
+        # One contiguous chunk: the columnar reader is a third slower on a table of many small ones.
+        joined = pa.Table.from_batches(pending).combine_chunks()
+        return _with_source(joined, name, range(first, first + count))
+
+    pieces = parquet_pieces(
+        name, parquet_file, max_record_bytes=max_record_bytes, batch_rows=rows, row_groups=row_groups
+    )
+    for piece in pieces:
+        if isinstance(piece, Oversized):
+            if pending:
+                yield table()
+                first, pending, count, size = first + count, [], 0, 0
+            yield refused_table(name, first, piece)
+            first += 1
+            continue
+        while piece.num_rows:
+            take = min(piece.num_rows, rows - count)
+            full = count + take >= rows
+            part = piece.slice(0, take)
+            part_bytes = part.nbytes
+            if 0 <= budget <= size + part_bytes:  # the row that reaches the budget ends the table
+                reached = size
+                for index, row_bytes in enumerate(row_sizes(part)):
+                    reached += row_bytes
+                    if reached >= budget:
+                        take, full = index + 1, True
+                        break
+                part = piece.slice(0, take)
+                part_bytes = part.nbytes
+            pending.append(part)
+            count, size = count + take, size + part_bytes
+            piece = piece.slice(take)
+            if full:
+                yield table()
+                first, pending, count, size = first + count, [], 0, 0
+    if pending:
+        yield table()
 
 
 def _with_source(table: pa.Table, name: str, lines: Iterable[int]) -> pa.Table:
-    table = table.drop_columns([column for column in _SOURCE_COLUMNS if column in table.column_names])
+    table = table.drop_columns([column for column in (SOURCE_FILE, SOURCE_LINE) if column in table.column_names])
     table = table.append_column(SOURCE_FILE, arrow_column([name] * table.num_rows, pl.String))
     return table.append_column(SOURCE_LINE, arrow_column(list(lines), pl.Int64))
 
@@ -369,21 +477,30 @@ def lines_table(lines: Sequence[bytes]) -> pa.Table:
     return pa.table({JSON_LINE: arrow_column(lines, pl.Binary)})
 
 
-def read_tables(paths: Sequence[str], rows: int, max_bytes: int | None = None) -> Iterator[pa.Table]:
+def read_tables(
+    paths: Sequence[str],
+    rows: int,
+    max_bytes: int | None = None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+) -> Iterator[pa.Table]:
     """Every input file in order as input tables of ``rows`` rows (fewer only where the form changes,
-    or, with ``max_bytes``, where a JSON Lines table reaches that many bytes of lines).
+    or, with ``max_bytes``, where a table reaches that many bytes: of JSON Lines text, or of
+    decoded Parquet rows).
 
-    ``-`` is standard input (JSON Lines). Consecutive tables of one schema are joined across files.
+    ``-`` is standard input (JSON Lines); JSON Lines inputs are opened by
+    :func:`~assembler.run.io.open_input` (gzip and zstd decompressed). Consecutive tables of one
+    schema are joined across files. A record over ``max_record_bytes`` is a table of its own (the
+    ``source_error`` form).
     """
     pending: list[pa.Table] = []
     count = size = 0
-    for table in _file_tables_of(paths, rows, max_bytes):
-        if pending and table.schema != pending[0].schema:
+    for table in _file_tables_of(paths, rows, max_bytes, max_record_bytes):
+        if pending and not table.schema.equals(pending[0].schema):
             yield pa.concat_tables(pending)
             pending, count, size = [], 0, 0
         pending.append(table)
         count += table.num_rows
-        size += _line_bytes(table)
+        size += _chunk_bytes(table)
         if count < rows and max_bytes is not None and size >= max_bytes:
             yield pa.concat_tables(pending)
             pending, count, size = [], 0, 0
@@ -391,26 +508,40 @@ def read_tables(paths: Sequence[str], rows: int, max_bytes: int | None = None) -
             joined = pa.concat_tables(pending)
             yield joined.slice(0, rows)
             rest = joined.slice(rows)
-            pending, count, size = ([rest] if rest.num_rows else []), rest.num_rows, _line_bytes(rest)
+            pending, count, size = ([rest] if rest.num_rows else []), rest.num_rows, _chunk_bytes(rest)
     if pending:
         yield pa.concat_tables(pending)
 
 
-def _line_bytes(table: pa.Table) -> int:
-    """Bytes of the JSON Lines of a ``json_line`` table (0 for the Parquet form: bounded by rows only)."""
-    if JSON_LINE not in table.column_names or table.num_rows == 0:
+def _chunk_bytes(table: pa.Table) -> int:
+    """What ``max_bytes`` counts of an input table: the bytes of its JSON Lines (the ``json_line``
+    form) or of its decoded record columns (the Parquet form); 0 for refused records."""
+    if table.num_rows == 0 or SOURCE_ERROR in table.column_names:
         return 0
+    if JSON_LINE not in table.column_names:
+        return int(table.drop_columns([name for name in _SOURCE_COLUMNS if name in table.column_names]).nbytes)
     return int(pc.sum(pc.binary_length(table.column(JSON_LINE))).as_py() or 0)
 
 
-def _file_tables_of(paths: Sequence[str], rows: int, max_bytes: int | None) -> Iterator[pa.Table]:
+def _file_tables_of(
+    paths: Sequence[str], rows: int, max_bytes: int | None, max_record_bytes: int
+) -> Iterator[pa.Table]:
     for path in paths:
-        if path == "-":
-            yield from file_tables("<stdin>", sys.stdin.buffer, parquet=False, rows=rows, max_bytes=max_bytes)
-            continue
-        try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
-        except OSError as exc:
-            raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
+        if path != "-" and is_parquet(path):
+            try:
+                handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the with below
+            except OSError as exc:
+                raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
+            name = shown(path)
+        else:
+            handle = stream = open_input(path)
+            name = stream.name_shown
         with handle:
-            yield from file_tables(shown(path), handle, parquet=is_parquet(path), rows=rows, max_bytes=max_bytes)
+            yield from file_tables(
+                name,
+                handle,
+                parquet=path != "-" and is_parquet(path),
+                rows=rows,
+                max_bytes=max_bytes,
+                max_record_bytes=max_record_bytes,
+            )

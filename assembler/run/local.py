@@ -19,8 +19,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler.contract import wire
+from assembler.contract.request import REQUEST_FIELDS
 from assembler.run.batch import assemble_table, read_tables, rejected_entries
-from assembler.run.io import Inputs, RawRecord, input_paths, is_parquet, read_raw
+from assembler.run.io import (
+    DEFAULT_MAX_RECORD_BYTES,
+    Inputs,
+    RawRecord,
+    check_max_record_bytes,
+    input_paths,
+    is_parquet,
+    memory_panics,
+    read_raw,
+)
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
 from assembler.run.paths import refuse_same_files
@@ -61,7 +71,7 @@ def run_assembly(
     summary = RunSummary()
     started = time.perf_counter()
     parquet = options.output_format == "parquet"
-    with run_outputs(output, parquet, options.on_error, options.errors_path) as (out, rejects):
+    with memory_panics(), run_outputs(output, parquet, options.on_error, options.errors_path) as (out, rejects):
         sink = PackageSink(out, parquet, options.assess)
         seen: set[str] = set()  # query ids of earlier chunks
 
@@ -85,7 +95,7 @@ def run_assembly(
                 progress(len(result.query_ids))
 
         try:
-            tables = read_tables(paths, options.chunk_size, options.chunk_bytes)
+            tables = read_tables(paths, options.chunk_size, options.chunk_bytes, options.max_record_bytes)
             if workers == 1:
                 for table in tables:
                     assemble_here(table)
@@ -112,6 +122,9 @@ def _clean_row(raw: RawRecord, record: LaneRecord) -> dict[str, object]:
     """A validated record as a Parquet row: known fields only, lanes uncut."""
     value = raw.value
     request = dict(value["request"])
+    for field in REQUEST_FIELDS:  # f64 fields as the record path reads them (an integer past i64 too)
+        if field.kind in ("f64", "f32") and request.get(field.name) is not None:
+            request[field.name] = wire.check_number(request[field.name], f"request.{field.name}")
     request["origins"] = list(record.request.origins)
     request["labels"] = list(record.request.labels) if request.get("labels") is not None else None
     lanes_raw = value["lanes"]
@@ -145,20 +158,24 @@ def convert(
     errors_path: str | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     output_format: OutputFormat | None = None,
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> RunSummary:
     """Lane dumps from JSON Lines to Parquet or back, validated; the output's format is
-    ``output_format``, else its extension (``.parquet``/``.pq``, else JSON Lines)."""
+    ``output_format``, else its extension (``.parquet``/``.pq``, else JSON Lines). A record of
+    more than ``max_record_bytes`` is a record error, as in :func:`run_assembly`."""
+    check_max_record_bytes(max_record_bytes)
     summary = RunSummary()
     started = time.perf_counter()
     output = os.fspath(output)
     errors = errors_path if on_error == "skip" else None
     refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
     to_parquet = output_format == "parquet" if output_format is not None else is_parquet(output)
-    with run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
+    with memory_panics(), run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
         writer = pq.ParquetWriter(out.handle, LANE_DUMP_SCHEMA) if to_parquet else None
         try:
             rows: list[dict[str, object]] = []
-            for raw, record in iter_records(read_raw(input_paths(inputs)), rejects.reject):
+            raws = read_raw(input_paths(inputs), max_record_bytes=max_record_bytes)
+            for raw, record in iter_records(raws, rejects.reject):
                 summary.queries += 1
                 if writer is None:
                     out.handle.write(raw.text + "\n")

@@ -8,12 +8,20 @@ from typing import TYPE_CHECKING, Literal
 
 from assembler.contract.request import check_overrides
 from assembler.errors import UsageError
+from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, check_max_record_bytes
 from assembler.selection import CONTRACT, SelectionPolicy, get_policy
 
 if TYPE_CHECKING:
     from assembler.stages.reorder import Reranker
 
-__all__ = ["DEFAULT_CHUNK_BYTES", "DEFAULT_CHUNK_SIZE", "OnError", "OutputFormat", "RunOptions"]
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_MAX_RECORD_BYTES",
+    "OnError",
+    "OutputFormat",
+    "RunOptions",
+]
 
 OnError = Literal["stop", "skip"]
 OutputFormat = Literal["jsonl", "parquet"]
@@ -21,10 +29,11 @@ OutputFormat = Literal["jsonl", "parquet"]
 # see docs/performance.md.
 DEFAULT_CHUNK_SIZE = 256
 DEFAULT_CHUNK_BYTES = 4 * 2**20
-"""A JSON Lines chunk also ends once it holds this many bytes of lines: a chunk in memory takes
-about twenty times its text, so 256 records of 200 passages (50 MB of JSON) would hold a
-gigabyte. 4 MiB ends a chunk of typical records (about 17.5 kB each) near 240 queries, and measured
-fastest with two workers on records of 200 passages (docs/performance.md, "Memory")."""
+"""A chunk also ends once it holds this many bytes of lines (JSON Lines) or of decoded rows
+(Parquet, Arrow's ``nbytes``): a chunk in memory takes about twenty times its text, so 256 records
+of 200 passages (50 MB of JSON) would hold a gigabyte. 4 MiB ends a chunk of typical records
+(about 17.5 kB each) near 240 queries, and measured fastest with two workers on records of 200
+passages (docs/performance.md, "Memory")."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +43,9 @@ class RunOptions:
     ``overrides`` (``max_items``/``max_bytes``/``max_tokens``) replace every request's budget.
     With ``on_error="stop"`` the first bad record ends the run and no output is left; with
     ``"skip"`` rejected records go to ``errors_path`` with their reasons. ``assess`` adds a support
-    assessment beside each package (JSON Lines only). A JSON Lines chunk ends at ``chunk_size``
-    queries or ``chunk_bytes`` bytes of input (``None``: queries only). ``workers`` is the number
+    assessment beside each package (JSON Lines only). A chunk ends at ``chunk_size`` queries or
+    ``chunk_bytes`` bytes of input (``None``: queries only); a record of more than
+    ``max_record_bytes`` (a JSON line, or a Parquet row decoded) is a record error. ``workers`` is the number
     of processes of the local engine (``None``: chosen from the input's size, at most one per
     usable CPU); ``policy`` is a policy object or a registered name (stored as the object: :attr:`selection_policy`).
 
@@ -57,6 +67,7 @@ class RunOptions:
     assess: bool = False
     reranker: Reranker | None = None
     workers: int | None = 1
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     @property
     def selection_policy(self) -> SelectionPolicy:
@@ -74,6 +85,7 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise UsageError(f"{name} must be at least 1, got {value!r}")
+        check_max_record_bytes(self.max_record_bytes)
         if self.assess and self.output_format == "parquet":
             raise UsageError("an assessment is written beside each package in JSON Lines only, not in Parquet output")
         if self.reranker is not None and self.workers not in (1, None):

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Literal
 
 from assembler.errors import InputError, RecordError, UsageError, encodable
-from assembler.run.io import stream_lines
+from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, Oversized, stream_lines
 from assembler.run.paths import shown as shown_path
 
 __all__ = [
@@ -99,7 +99,10 @@ def input_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """``(line number, bytes)`` of every non-blank line (``\\r\\n`` endings accepted), gzip or not."""
     with open_input(path) as stream:
         try:
-            yield from stream_lines(stream)
+            for number, line in stream_lines(stream, max_bytes=DEFAULT_MAX_RECORD_BYTES):
+                if isinstance(line, Oversized):  # skipped without being kept: memory stays bounded
+                    raise UsageError(f"{shown_path(path)}:{number}: line is {line.size} bytes, over {line.limit}")
+                yield number, line
         except (*_DECOMPRESS_ERRORS, OSError) as exc:
             raise _unreadable(path, exc) from None
 

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from assembler.errors import RecordError, UsageError, install_hint
 from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts
-from assembler.run.io import Inputs, RawRecord, check_unique_columns, input_paths, is_parquet, jsonl_lines
+from assembler.run.io import Inputs, RawRecord, check_parquet_columns, input_paths, is_parquet, jsonl_lines, open_input
 from assembler.run.options import DEFAULT_CHUNK_SIZE, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, run_outputs
 from assembler.run.schemas import PACKAGE_SCHEMA
@@ -89,7 +89,20 @@ def list_inputs(inputs: Sequence[str]) -> list[InputFile]:
     for file in files:
         if file.parquet:
             _check_parquet(file)
+        elif "://" not in file.path:
+            _check_jsonl(file)
     return files
+
+
+def _check_jsonl(file: InputFile) -> None:
+    """A local JSON Lines input must be plain text: the plan cuts it at byte offsets, which a
+    compressed file does not have (the local engine reads gzip and zstd)."""
+    with open_input(file.path) as stream:
+        if stream.compression is not None:
+            raise UsageError(
+                f"{stream.name_shown} is {stream.compression}-compressed: the Ray engine splits JSON Lines files "
+                "at byte offsets and reads them uncompressed (decompress it, or use --engine local)"
+            )
 
 
 def _expand(given: str) -> list[str]:
@@ -127,7 +140,7 @@ def _check_parquet(file: InputFile) -> None:
             metadata = pq.read_metadata(stream)
     except (OSError, pa.ArrowInvalid) as exc:
         raise UsageError(f"cannot read {file.name} as Parquet: {exc}") from None
-    check_unique_columns(metadata.schema.to_arrow_schema().names, file.name)  # here, not inside a task
+    check_parquet_columns(metadata.schema.to_arrow_schema().names, file.name)  # here, not inside a task
 
 
 def _open(file: InputFile) -> IO[bytes]:

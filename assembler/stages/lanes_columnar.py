@@ -191,6 +191,8 @@ def _parse(lines: Sequence[bytes]) -> pa.Table | None:
             parse_options=_PARSE_OPTIONS,
         )
         table.validate(full=True)
+    except MemoryError:  # Arrow's allocation failed (ArrowMemoryError): the run's, not the lines'
+        raise
     except Exception:
         return None  # any refusal sends the lines to the record path
     return table if table.num_rows == len(lines) else None

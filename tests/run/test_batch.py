@@ -10,11 +10,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from assembler.cli import main
 from assembler.errors import InputError
 from assembler.pipeline import assemble_batch
 from assembler.run.batch import (
     JSON_LINE,
     REJECTED_SCHEMA,
+    SOURCE_ERROR,
     assemble_table,
     file_tables,
     read_tables,
@@ -22,8 +24,9 @@ from assembler.run.batch import (
     rejected_entries,
 )
 from assembler.run.local import convert, run_assembly
+from assembler.run.options import RunOptions
 from assembler.run.outputs import package_line
-from assembler.run.schemas import PACKAGE_SCHEMA
+from assembler.run.schemas import LANE_DUMP_SCHEMA, PACKAGE_SCHEMA
 
 if TYPE_CHECKING:
     from tests.conftest import JsonlWriter, RecordFactory
@@ -170,3 +173,90 @@ def test_record_texts_follow_the_file(tmp_path: Path) -> None:
     with CONFORMANCE.open("rb") as stream:
         texts = [pair for table in file_tables("c", stream, parquet=False, rows=2) for pair in record_texts(table)]
     assert texts == list(enumerate(CONFORMANCE.read_text(encoding="utf-8").splitlines(), start=1))
+
+
+def _big_rows(make_record: RecordFactory, count: int, text_bytes: int) -> list[dict[str, object]]:
+    rows = []
+    for index in range(count):
+        row = make_record(f"q{index}")
+        row["lanes"]["passages"][0]["text"] = "abcd" * (text_bytes // 4)
+        rows.append(row)
+    return rows
+
+
+def test_parquet_chunks_end_at_chunk_bytes_of_decoded_rows(tmp_path: Path, make_record: RecordFactory) -> None:
+    path = tmp_path / "big.parquet"
+    rows = _big_rows(make_record, 64, 2**20)  # 64 rows of 1 MiB texts: a few hundred kB compressed
+    pq.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA), path)
+    assert path.stat().st_size < 2**20
+    tables = list(read_tables([str(path)], 256, 4 * 2**20))
+    assert [table.num_rows for table in tables] == [4] * 16  # the row that reaches 4 MiB ends a chunk
+    assert all(table.drop_columns(["source_file", "source_line"]).nbytes < 5 * 2**20 for table in tables)
+    assert [line for table in tables for line in table.column("source_line").to_pylist()] == list(range(1, 65))
+    assert [table.num_rows for table in read_tables([str(path)], 256)] == [64]  # rows only without max_bytes
+    small = tmp_path / "small.parquet"
+    pq.write_table(pa.Table.from_pylist([make_record(f"s{i}") for i in range(100)], schema=LANE_DUMP_SCHEMA), small)
+    assert [table.num_rows for table in read_tables([str(small)], 30, 4 * 2**20)] == [30, 30, 30, 10]
+
+
+def test_parquet_input_assembles_the_same_packages_however_it_is_chunked(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    path = tmp_path / "in.parquet"
+    rows = _big_rows(make_record, 12, 300_000)
+    pq.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA), path, row_group_size=5)
+    outputs = []
+    for chunk_bytes in (None, 2**20, 1):
+        out = tmp_path / f"out-{chunk_bytes}.jsonl"
+        run_assembly(str(path), str(out), RunOptions(chunk_bytes=chunk_bytes))
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert len(outputs[0].splitlines()) == 12
+
+
+def test_a_record_over_the_limit_is_a_table_of_its_own_in_the_refused_form(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    lines = [json.dumps(make_record(f"q{index}")).encode() for index in range(5)]
+    lines[2] = b'{"pad":"' + b"x" * 10_000 + b'"}'
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with path.open("rb") as stream:
+        tables = list(file_tables("in.jsonl", stream, parquet=False, rows=100, max_record_bytes=5000))
+    assert [table.column_names for table in tables] == [
+        [JSON_LINE, "source_file", "source_line"],
+        [SOURCE_ERROR, "source_file", "source_line"],
+        [JSON_LINE, "source_file", "source_line"],
+    ]
+    result = assemble_table(tables[1])
+    assert result.package_rows == [] and result.rejected_rows == [0]
+    assert result.rejected.to_pylist() == [
+        {
+            "file": "in.jsonl",
+            "line": 3,
+            "query_id": None,
+            "field": "",
+            "rule": f"record is {len(lines[2])} bytes, over the limit of 5000 (--max-record-bytes)",
+            "record": "",
+        }
+    ]
+    assert list(record_texts(tables[1])) == [(3, "")]
+    with pytest.raises(InputError, match=r"in\.jsonl:3: record is 10010 bytes"):
+        assemble_table(tables[1], on_error="stop")
+
+
+def test_a_parquet_json_line_column_is_refused_by_assemble_and_convert_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "lines.parquet"
+    pq.write_table(pa.table({JSON_LINE: CONFORMANCE.read_bytes().splitlines()}), path)
+    message = (
+        f"assembler: error: {path}: column 'json_line' is reserved for the engine's input tables: a Parquet "
+        "lane dump holds the lane-dump columns (query_id, context, request, lanes, plan_lanes)\n"
+    )
+    for argv in (["assemble", str(path), "-o", str(tmp_path / "out.jsonl")], ["convert", str(path), "-o", "x.jsonl"]):
+        for mode in ("stop", "skip"):
+            capsys.readouterr()
+            assert main([*argv, "--on-error", mode, "--errors", str(tmp_path / "e.jsonl")]) == 2
+            assert capsys.readouterr().err == message
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["lines.parquet"]

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import gzip
 import io
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -563,8 +565,35 @@ def test_fuzz_jsonl_file_every_line_accounted_good_packages_unchanged(
     lines = _dedupe_good(lines)
     path = write_lines(tmp_path / "in.jsonl", lines)
     run = assemble(tmp_path, capsys, str(path))
+    stop = assemble(tmp_path, capsys, str(path), "stop")
+    if assert_refused_whole(path.read_bytes(), run, stop):
+        return
     assert_skip_invariants(tmp_path, capsys, lines, run, set(GOOD_LINES))
-    assert_stop_invariants(assemble(tmp_path, capsys, str(path), "stop"), bool(run.errors))
+    assert_stop_invariants(stop, bool(run.errors))
+
+
+def assert_refused_whole(data: bytes, skip: Run, stop: Run) -> bool:
+    """Whether ``data`` is not JSON Lines at all (a NUL byte in its first 64 KiB, or the magic bytes
+    of another format: :func:`assembler.run.io.open_input`); if so, both runs refused it whole,
+    with exit 2 and one line, before any output."""
+    from assembler.errors import UsageError
+    from assembler.run.io import open_input
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    try:
+        with open_input("-") as stream:
+            stream.read()
+        return False
+    except UsageError as exc:
+        message = str(exc).replace("<stdin>", "")
+    finally:
+        monkeypatch.undo()
+    for run in (skip, stop):
+        assert run.status == 2 and run.packages == [] and run.errors == [], run.err
+        assert run.err.startswith("assembler: error: ") and run.err.count("\n") == 1, run.err
+        assert run.err.endswith(message + "\n"), (run.err, message)
+    return True
 
 
 @FUZZ
@@ -578,6 +607,8 @@ def test_fuzz_stdin_every_line_accounted_good_packages_unchanged(
     for mode in ("skip", "stop"):
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
         runs[mode] = assemble(tmp_path, capsys, "-", mode)
+    if assert_refused_whole(data, runs["skip"], runs["stop"]):
+        return
     assert_skip_invariants(tmp_path, capsys, lines, runs["skip"], set(GOOD_LINES))
     assert all(error["file"] == "<stdin>" for error in runs["skip"].errors)
     assert_stop_invariants(runs["stop"], bool(runs["skip"].errors))
@@ -675,3 +706,276 @@ def test_a_query_id_holding_a_next_line_character_stays_one_package_line(
     run = assemble(tmp_path, capsys, str(write_lines(tmp_path / "in.jsonl", [line])))
     assert run.status == 0 and len(run.packages) == 1
     assert json.loads(run.packages[0])["query_id"] == "a\u0085b\u2028c"
+
+
+# --- records over the size limit, inputs that are not JSON Lines, memory ----------------------------
+
+
+def test_a_record_over_max_record_bytes_is_a_record_error_that_skip_mode_survives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    big = json.dumps(record_with(["padding"], "x" * 30_000, "big")).encode()  # unknown keys are ignored
+    lines = between_good(big)
+    path = write_lines(tmp_path / "in.jsonl", lines)
+    assert assemble(tmp_path, capsys, str(path)).errors == []  # under the default limit: accepted
+    run = assemble(tmp_path, capsys, str(path), "skip", "--max-record-bytes", "20000")
+    assert_skip_invariants(tmp_path, capsys, lines, run, set(GOOD_LINES))
+    rule = f"record is {len(big)} bytes, over the limit of 20000 (--max-record-bytes)"
+    assert run.errors == [{"file": str(path), "line": 2, "query_id": None, "field": "", "rule": rule, "record": ""}]
+    stop = assemble(tmp_path, capsys, str(path), "stop", "--max-record-bytes", "20000")
+    assert_stop_invariants(stop, True)
+    assert stop.err == f"assembler: error: {path}:2: {rule}\n"
+    out, errs = tmp_path / "two.jsonl", tmp_path / "two.errors.jsonl"
+    argv = ["assemble", str(path), "-o", str(out), "-q", "--on-error", "skip", "--errors", str(errs)]
+    assert main([*argv, "--max-record-bytes", "20000", "--workers", "2", "--chunk-size", "1"]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == run.packages
+    assert [json.loads(line) for line in errs.read_text(encoding="utf-8").splitlines()] == run.errors
+
+
+def test_the_default_record_limit_is_64_mib(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    huge = b'{"query_id":"huge","x":"' + b"a" * (64 * 2**20) + b'"}'
+    run = assemble(tmp_path, capsys, str(write_lines(tmp_path / "in.jsonl", between_good(huge))))
+    assert [(error["line"], error["rule"], error["record"]) for error in run.errors] == [
+        (2, f"record is {len(huge)} bytes, over the limit of {64 * 2**20} (--max-record-bytes)", "")
+    ]
+    assert len(run.packages) == 2
+
+
+def test_a_parquet_row_over_max_record_bytes_is_a_record_error_in_both_modes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [json.loads(line) for line in GOOD_LINES[:3]]
+    hit = {"source": "s", "paragraph": 0, "score": 0.5, "text": "x" * 200_000, "lanes": {}}
+    rows[1]["lanes"]["passages"] = [hit]
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA), path)
+    run = assemble(tmp_path, capsys, str(path), "skip", "--max-record-bytes", "100000")
+    assert run.status == 0, run.err
+    assert [(error["line"], error["record"]) for error in run.errors] == [(2, "")]
+    assert "bytes decoded, over the limit of 100000 (--max-record-bytes)" in run.errors[0]["rule"]
+    assert run.packages == [alone(tmp_path, capsys, GOOD_LINES[0]), alone(tmp_path, capsys, GOOD_LINES[2])]
+    assert_stop_invariants(assemble(tmp_path, capsys, str(path), "stop", "--max-record-bytes", "100000"), True)
+    converted = tmp_path / "converted.jsonl"
+    argv = ["convert", str(path), "-o", str(converted), "--on-error", "skip", "--max-record-bytes", "100000"]
+    assert main([*argv, "--errors", str(tmp_path / "c.errors.jsonl")]) == 0
+    assert len(converted.read_text(encoding="utf-8").splitlines()) == 2
+
+
+@pytest.mark.parametrize("mode", ["stop", "skip"])
+def test_dev_zero_is_refused_at_once_as_binary(tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    import time
+
+    started = time.monotonic()
+    run = assemble(tmp_path, capsys, "/dev/zero", mode)
+    assert time.monotonic() - started < 10
+    assert run.status == 2 and run.packages == [] and run.errors == []
+    assert run.err == (
+        "assembler: error: /dev/zero looks binary (a NUL byte in its first 64 KiB): it is not JSON Lines\n"
+    )
+    assert not (tmp_path / "errors.jsonl").exists()
+
+
+_PEAK_SCRIPT = """
+import sys
+from assembler.cli import main
+status = main(sys.argv[1:])
+print([line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM")][0], file=sys.stderr)
+sys.exit(status)
+"""
+
+
+def _peak_run(argv: Sequence[str], stdin: Any = None) -> tuple[int, str, int]:
+    """The command in a new process: exit status, stderr without the last line, and the peak
+    resident memory in KiB (that last line: ``VmHWM``, which starts again at ``exec``; the
+    ``ru_maxrss`` of a forked child starts at its parent's)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_SCRIPT, *argv], stdin=stdin, capture_output=True, timeout=300, check=False
+    )
+    *lines, peak = done.stderr.decode("utf-8", "replace").splitlines()
+    return done.returncode, "\n".join(lines), int(peak)
+
+
+def test_a_line_that_never_ends_is_read_in_bounded_memory_from_a_pipe_or_a_gzip_bomb(tmp_path: Path) -> None:
+    import subprocess
+
+    size = 300 * 2**20
+    bomb = tmp_path / "bomb.jsonl.gz"
+    with gzip.open(bomb, "wb", compresslevel=1) as handle:
+        for _ in range(size // 2**20):
+            handle.write(b"a" * 2**20)
+    assert bomb.stat().st_size < 2 * 2**20
+    out = str(tmp_path / "out.jsonl")
+    status, err, peak = _peak_run(["assemble", str(bomb), "-o", out, "--max-record-bytes", "8000000"])
+    assert status == 2
+    assert err == f"assembler: error: {bomb}:1: record is {size} bytes, over the limit of 8000000 (--max-record-bytes)"
+    assert peak < 450 * 1024, peak  # the libraries and a block or two, not the 300 MiB line
+    feeder = subprocess.Popen(  # a pipe that sends 300 MiB and never a newline
+        [sys.executable, "-c", f"import sys\nfor _ in range({size // 2**20}): sys.stdout.buffer.write(b'a' * 2**20)"],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        argv = ["assemble", "-", "-o", out, "--on-error", "skip", "--errors", str(tmp_path / "e.jsonl")]
+        status, err, peak = _peak_run(argv, stdin=feeder.stdout)
+    finally:
+        assert feeder.stdout is not None
+        feeder.stdout.close()
+        feeder.wait()
+    assert status == 0, err
+    assert peak < 450 * 1024, peak
+    (error,) = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert error["rule"] == f"record is {size} bytes, over the limit of {64 * 2**20} (--max-record-bytes)"
+    assert error["record"] == "" and error["file"] == "<stdin>"
+
+
+@pytest.mark.parametrize(
+    "compress",
+    [gzip.compress, lambda data: pa.compress(data, codec="zstd", asbytes=True)],
+    ids=["gzip", "zstd"],
+)
+def test_compressed_lane_dumps_are_assembled_and_converted_as_the_plain_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], compress: Callable[[bytes], bytes]
+) -> None:
+    lines = _corpus()  # good and bad records
+    plain = write_lines(tmp_path / "plain.jsonl", lines)
+    packed = tmp_path / "packed.jsonl"
+    packed.write_bytes(compress(plain.read_bytes()))
+    expected = assemble(tmp_path, capsys, str(plain))
+    run = assemble(tmp_path, capsys, str(packed))
+    assert run.packages == expected.packages
+    assert [{**error, "file": ""} for error in run.errors] == [{**error, "file": ""} for error in expected.errors]
+    assert assemble(tmp_path, capsys, str(packed), "stop").err == expected_stop_err(tmp_path, capsys, plain, packed)
+    for source in (plain, packed):
+        argv = ["convert", str(source), "-o", str(tmp_path / f"{source.stem}.parquet"), "--on-error", "skip"]
+        assert main([*argv, "--errors", str(tmp_path / f"{source.stem}.errors.jsonl")]) == 0
+    assert pq.read_table(tmp_path / "packed.parquet").equals(pq.read_table(tmp_path / "plain.parquet"))
+
+
+def expected_stop_err(tmp_path: Path, capsys: pytest.CaptureFixture[str], plain: Path, packed: Path) -> str:
+    """The stop-mode message of the plain file, naming the compressed one."""
+    return assemble(tmp_path, capsys, str(plain), "stop").err.replace(str(plain), str(packed))
+
+
+def test_every_json_lines_reader_reads_gzip_and_zstd(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from assembler.evaluate.dump import load_lanes
+    from assembler.evaluate.loader import load_eval
+    from assembler.retrieval.inputs import read_cases, read_corpus
+
+    evaluate_data = Path(__file__).resolve().parents[1] / "evaluate" / "data"
+
+    def packed(source: Path, how: str) -> Path:
+        target = tmp_path / f"{how}-{source.name}"
+        data = source.read_bytes()
+        target.write_bytes(gzip.compress(data) if how == "gzip" else pa.compress(data, codec="zstd", asbytes=True))
+        return target
+
+    assess_in = DATA / "assess" / "sample.jsonl"
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"source":"a.md","paragraph":0,"text":"Rush is a band."}\n', encoding="utf-8")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text('{"taguru_eval":1,"name":"x"}\n{"case_id":"c1","query":"Rush?"}\n', encoding="utf-8")
+    for how in ("gzip", "zstd"):
+        outputs = []
+        for source in (assess_in, packed(assess_in, how)):
+            out = tmp_path / f"assessed-{source.name}"
+            assert main(["assess", str(source), "-o", str(out), "--now", "2026-01-01T00:00:00Z"]) == 0
+            outputs.append(out.read_bytes())
+        assert outputs[0] == outputs[1]
+        evalset = load_eval(str(evaluate_data / "eval.jsonl"))
+        assert load_eval(str(packed(evaluate_data / "eval.jsonl", how))).cases == evalset.cases
+        lanes = load_lanes(str(packed(evaluate_data / "lanes.jsonl", how)), evalset)
+        assert [record.record.query_id for record in lanes.records] == [
+            record.record.query_id for record in load_lanes(str(evaluate_data / "lanes.jsonl"), evalset).records
+        ]
+        assert read_corpus(packed(corpus, how), "films") == read_corpus(corpus, "films")
+        assert read_cases(packed(cases, how)) == read_cases(cases)
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("mode", ["stop", "skip"])
+def test_a_parquet_file_named_jsonl_is_named_before_any_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    path = tmp_path / "lanes.jsonl"
+    pq.write_table(pa.Table.from_pylist([json.loads(GOOD_LINES[0])], schema=LANE_DUMP_SCHEMA), path)
+    run = assemble(tmp_path, capsys, str(path), mode)
+    assert run.status == 2 and run.packages == [] and run.errors == []
+    assert run.err == f"assembler: error: {path} is a Parquet file, not JSON Lines (name it .parquet)\n"
+    assert sorted(os.listdir(tmp_path)) == ["lanes.jsonl"]
+
+
+def test_convert_writes_an_f64_field_given_as_an_integer_past_i64_as_assemble_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = record_with(["request", "dice_floor"], 9223372036854775808, "big-float")
+    record["request"]["semantic_floor"] = 2**53 + 1  # not exactly an f64: rounded, as when parsed
+    record["request"]["activate_decay"] = 10**300
+    path = write_lines(tmp_path / "in.jsonl", [json.dumps(record).encode(), GOOD_LINES[1]])
+    parquet = tmp_path / "in.parquet"
+    argv = ["convert", str(path), "-o", str(parquet), "--on-error", "skip", "--errors", str(tmp_path / "c.jsonl")]
+    assert main(argv) == 0
+    assert "converted 2 records, 0 rejected" in capsys.readouterr().err
+    request = pq.read_table(parquet).column("request").to_pylist()[0]
+    assert (request["dice_floor"], request["semantic_floor"], request["activate_decay"]) == (
+        9223372036854775808.0,
+        float(2**53),
+        1e300,
+    )
+    from_json = assemble(tmp_path, capsys, str(path))
+    assert from_json.errors == [] and len(from_json.packages) == 2
+    assert assemble(tmp_path, capsys, str(parquet)).packages == from_json.packages
+    back = tmp_path / "back.jsonl"
+    assert main(["convert", str(parquet), "-o", str(back)]) == 0
+    assert json.loads(back.read_text(encoding="utf-8").splitlines()[0])["request"]["dice_floor"] == 9.223372036854776e18
+
+
+_OOM_SCRIPT = """
+import resource, sys
+from assembler.cli import main
+small, big, out, extra = sys.argv[1:5]
+assert main(["assemble", small, "-o", out, "-q"]) == 0  # the libraries loaded and warmed up
+size = int([line for line in open("/proc/self/status") if line.startswith("VmSize")][0].split()[1]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + int(extra), size + int(extra)))
+sys.exit(main(["assemble", big, "-o", out, "-q"]))
+"""
+
+
+@pytest.mark.parametrize("extra_mib", [100, 300])
+def test_out_of_memory_is_one_line_and_exit_1_or_an_abort_whose_temporary_the_next_run_removes(
+    tmp_path: Path, extra_mib: int
+) -> None:
+    import subprocess
+
+    from assembler.run.atomic import TEMP_SUFFIX
+
+    big = tmp_path / "big.jsonl"
+    passage = {"source": "s.md", "paragraph": 0, "score": 0.5, "text": "word " * 4_000_000, "lanes": {}}
+    big.write_text(json.dumps(record_with(["lanes", "passages"], [passage], "big")) + "\n", encoding="utf-8")
+    small = write_lines(tmp_path / "small.jsonl", GOOD_LINES[:1])
+    out = tmp_path / "out.jsonl"
+    environment = {**os.environ, "RUST_BACKTRACE": "1"}  # a backtrace printed on a failed allocation deadlocks
+    argv = [sys.executable, "-c", _OOM_SCRIPT, str(small), str(big), str(out), str(extra_mib * 2**20)]
+    done = subprocess.run(argv, capture_output=True, timeout=300, env=environment, check=False)
+    err = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in err, err
+
+    def temporaries() -> list[str]:
+        return [name for name in os.listdir(tmp_path) if name.startswith(".out.jsonl.") and name.endswith(TEMP_SUFFIX)]
+
+    if done.returncode == 1:  # Python's MemoryError, or a Polars panic over an allocation
+        assert err.splitlines()[-1] == "assembler: error: out of memory", err
+        assert temporaries() == []
+    else:  # Rust aborted: "memory allocation of N bytes failed"
+        assert done.returncode == -6, err
+        assert "memory allocation of" in err or "panicked" in err, err
+        assert main(["assemble", str(small), "-o", str(out), "-q"]) == 0
+        assert temporaries() == []
+    assert out.read_text(encoding="utf-8") == alone_text(small)
+
+
+def alone_text(path: Path) -> str:
+    """The packages of a good file, assembled in this process."""
+    target = path.with_suffix(".expected")
+    assert main(["assemble", str(path), "-o", str(target), "-q"]) == 0
+    return target.read_text(encoding="utf-8")
