@@ -24,6 +24,8 @@ __all__ = [
     "CITATION",
     "CITATION_ENTRY",
     "COMMUNITY_HIT",
+    "DUPLICATE_FIELD_RULE",
+    "LONE_SURROGATE_RULE",
     "MAX_DEPTH",
     "OUT_OF_RANGE_RULE",
     "PASSAGE_HIT",
@@ -76,6 +78,10 @@ MAX_DEPTH = 128
 """The server's JSON nesting limit (serde_json's recursion limit): deeper documents are refused."""
 TOO_DEEP_RULE = f"nesting deeper than {MAX_DEPTH} levels"
 OUT_OF_RANGE_RULE = "number out of range (beyond what an f64 holds)"
+DUPLICATE_FIELD_RULE = "duplicate field"
+"""serde's rule for a key an object holds twice."""
+LONE_SURROGATE_RULE = "is not valid Unicode (lone surrogate escape)"
+"""A string holding a lone surrogate (a ``\\ud800`` escape): Rust strings cannot hold one."""
 
 
 def non_finite_rule(value: float | str) -> str:
@@ -217,7 +223,7 @@ def check_duplicates(value: dict[str, Any], known: Iterable[str], path: str) -> 
         names = set(known)
         for key in value.duplicates:
             if key in names:
-                raise ShapeError(key_path(path, key), "duplicate field")
+                raise ShapeError(key_path(path, key), DUPLICATE_FIELD_RULE)
 
 
 def check_string(value: Any, path: str) -> str:
@@ -225,7 +231,7 @@ def check_string(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise ShapeError(path, f"must be a string, got {_describe(value)}")
     if _SURROGATE.search(value):
-        raise ShapeError(path, "is not valid Unicode (lone surrogate escape)")
+        raise ShapeError(path, LONE_SURROGATE_RULE)
     return value
 
 
@@ -368,7 +374,7 @@ def _compile_scalar(kind: Scalar) -> Compiled:
             if type(value) is not str:
                 raise ShapeError("", f"must be a string, got {_describe(value)}")
             if _SURROGATE.search(value):
-                raise ShapeError("", "is not valid Unicode (lone surrogate escape)")
+                raise ShapeError("", LONE_SURROGATE_RULE)
             return value, _encode_string(value)
 
         return string
