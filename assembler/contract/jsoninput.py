@@ -39,6 +39,7 @@ from assembler.contract.wire import (
 __all__ = [
     "LONE_SURROGATE_KEY_RULE",
     "NumberRefused",
+    "check_strict",
     "first_bad",
     "locate_refused_number",
     "nesting_depth",
@@ -168,12 +169,24 @@ def read_json(text: str) -> Any:
     except NumberRefused:
         field, rule, _ = locate_refused_number(text)
         raise ShapeError(field, rule) from None
-    repeated = _has_repeated_keys(value) if "{" in text else False
-    if repeated or _SURROGATE_ESCAPE.search(text):
-        found = _strict_problem(value, "")
-        if found is not None:
-            raise ShapeError(*found)
+    if ("{" in text and _has_repeated_keys(value)) or _SURROGATE_ESCAPE.search(text):
+        check_strict(value)
     return value
+
+
+def check_strict(value: Any) -> None:
+    """Refuse a repeated key or a lone surrogate (in a key or a string) anywhere in a value
+    :func:`parse_json` returned: the rules :func:`read_json` adds, for a reader that parsed the
+    text itself (``ShapeError`` naming the first such field, in document order).
+
+    >>> check_strict(parse_json('[{"k": "\\ud800"}]'))
+    Traceback (most recent call last):
+    ...
+    assembler.contract.wire.ShapeError: [0].k: is not valid Unicode (lone surrogate escape)
+    """
+    found = _strict_problem(value, "")
+    if found is not None:
+        raise ShapeError(*found)
 
 
 def _has_repeated_keys(value: Any) -> bool:

@@ -31,7 +31,7 @@ from assembler.contract.jsoninput import (  # the guarded JSON reader; re-export
     too_deep,
 )
 from assembler.contract.wire import ShapeError, non_finite_rule
-from assembler.errors import RecordError, UsageError, encodable
+from assembler.errors import RecordError, UsageError, encodable, unexpected_rule
 from assembler.run.paths import shown
 from assembler.stages.lanes import drop_nulls, record_id
 
@@ -173,7 +173,7 @@ def _invalid_json(name: str, number: int, where: str) -> RecordError:
 def unexpected_error(file: str, line: int, query_id: str | None, exc: BaseException, doing: str) -> RecordError:
     """The last-resort error of one record: a fixed rule naming the exception's type only (its
     message might quote the payload)."""
-    return RecordError(file, line, query_id, "", f"unexpected {type(exc).__name__} while {doing} the record")
+    return RecordError(file, line, query_id, "", unexpected_rule(exc, doing))
 
 
 def _locate_number(text: str, name: str, number: int) -> RecordError:
