@@ -150,7 +150,7 @@ class _Line:
             return None
         if not isinstance(item, str):
             raise self.fail(key, "must be a string")
-        if nonblank and not item.strip():
+        if nonblank and is_blank(item):  # the rule assemble and evaluate apply
             raise self.fail(key, "must not be blank")
         return item
 
@@ -233,12 +233,24 @@ def read_facts(path: Path, default_context: str) -> list[Fact]:
                 subject=line.req("subject"),
                 label=line.req("label"),
                 object=line.req("object"),
-                weight=line.number("weight", 1.0),
+                weight=_weight(line),
                 source=source,
                 paragraph=paragraph,
             )
         )
     return out
+
+
+MAX_WEIGHT = 1e300
+"""The largest magnitude of a triple's weight: an association's weight is the mean (and an
+attribution's the sum) of its assertions' weights, which must stay within an f64."""
+
+
+def _weight(line: _Line) -> float:
+    weight = line.number("weight", 1.0)
+    if abs(weight) > MAX_WEIGHT:
+        raise line.fail("weight", "must be at most 1e300 in magnitude (sums of weights must stay within an f64)")
+    return weight
 
 
 def read_summaries(path: Path, default_context: str) -> list[Summary]:
