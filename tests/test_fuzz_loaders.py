@@ -2,9 +2,9 @@
 
 Each loader (a file a command reads: ``assemble``'s lane dump and policy config, ``convert``'s
 and ``explain``'s lane dump, ``assess``'s run contexts, ``evaluate``'s eval file, lane dump,
-policy config, thresholds, sources and citations, ``evaluate compare``'s artifacts, and ``lanes
-build``'s corpus, eval file, triples, summaries and contexts) gets a valid input with one hostile
-change: deep nesting, huge integers, NaN and infinities, numbers past an f64, lone surrogates,
+policy config, thresholds, sources, citations, answers and BEIR queries, ``evaluate compare``'s
+artifacts, and ``lanes build``'s corpus, eval file, triples, summaries and contexts) gets a valid
+input with one hostile change: deep nesting, huge integers, NaN and infinities, numbers past an f64, lone surrogates,
 repeated keys, invalid UTF-8, truncated lines, wrong top-level types, control characters in ids,
 empty files. The command runs in-process (``assembler.cli.main.main``) and must end with status 0
 or 2 (3 for a thresholds file that is valid and violated), print exactly one line
@@ -37,6 +37,9 @@ EVAL_LINES = (EVAL_DATA / "eval.jsonl").read_text(encoding="utf-8").splitlines()
 EVAL_LANES = (EVAL_DATA / "lanes.jsonl").read_text(encoding="utf-8").splitlines()
 SOURCES_LINES = (EVAL_DATA / "sources.jsonl").read_text(encoding="utf-8").splitlines()
 CITATIONS_LINES = (EVAL_DATA / "citations.jsonl").read_text(encoding="utf-8").splitlines()
+ANSWERS_LINES = ['{"case_id":"ja-002","answers":["青嶺"]}', '{"case_id":"ja-003","answers":["高瀬"]}']
+QUERIES_LINES = ['{"_id":"ja-002","text":"青嶺酒造の代表銘柄は何か"}', '{"_id":"ja-003","text":"青嶺酒造の杜氏は誰か"}']
+QRELS = "ja-002 0 corpus/long_dense.md 1\nja-003 0 corpus/aliases.md 1\n"
 POLICY_CONFIG = {"assembler_policy_config": 1, "policy": {"name": "fuzzed", "fact_lag": 1, "statement_share": 0.4}}
 THRESHOLDS = {"taguru_evaluate_thresholds": 1, "aggregate": {"passage.failure_rate": {"max": 1}}}
 RETRIEVAL = {
@@ -145,6 +148,24 @@ LOADERS = [
         CITATIONS_LINES,
         _eval_run("--citations", "CITATIONS"),
         id_key="source",
+    ),
+    Loader("evaluate --answers", "answers.jsonl", ANSWERS_LINES, _eval_run("--answers", "ANSWERS"), id_key="case_id"),
+    Loader(
+        "evaluate --queries",
+        "queries.jsonl",
+        QUERIES_LINES,
+        lambda d: [
+            "evaluate",
+            "--qrels",
+            str(d / "qrels.txt"),
+            "--queries",
+            str(d / "queries.jsonl"),
+            "--lanes",
+            str(d / "lanes.jsonl"),
+            "--out",
+            str(d / "out"),
+        ],
+        id_key="_id",
     ),
     Loader(
         "evaluate compare",
@@ -335,6 +356,7 @@ def _write_inputs(folder: Path, loader: Loader, artifact: dict[str, Any], hostil
     for name, lines in RETRIEVAL.items():
         (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (folder / "config.json").write_text(json.dumps(POLICY_CONFIG), encoding="utf-8")
+    (folder / "qrels.txt").write_text(QRELS, encoding="utf-8")
     for name in ("base.json", "head.json"):
         (folder / name).write_text(json.dumps(artifact, ensure_ascii=False, indent=2), encoding="utf-8")
     if loader.is_document:
@@ -352,6 +374,7 @@ def _argv(loader: Loader, folder: Path) -> list[str]:
         "THRESHOLDS": "thresholds.json",
         "SOURCES": "sources.jsonl",
         "CITATIONS": "citations.jsonl",
+        "ANSWERS": "answers.jsonl",
     }
     return [str(folder / places[arg]) if arg in places else arg for arg in loader.argv(folder)]
 
