@@ -6,7 +6,7 @@ policy config, thresholds, sources, citations, answers and BEIR queries, ``evalu
 artifacts, and ``lanes build``'s corpus, eval file, triples, summaries and contexts) gets a valid
 input with one hostile change: deep nesting, huge integers, NaN and infinities, numbers past an f64, lone surrogates,
 repeated keys, invalid UTF-8, truncated lines, wrong top-level types, control characters in ids,
-empty files. The command runs in-process (``assembler.cli.main.main``) and must end with status 0
+empty files. The command runs in-process (``assembler.cli.main``) and must end with status 0
 or 2 (3 for a thresholds file that is valid and violated), print exactly one line
 ``assembler: error: ...`` and no traceback when it fails, and leave no output file behind.
 
@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembler.cli.main import main
+from assembler.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EVAL_DATA = ROOT / "tests" / "evaluate" / "data"
