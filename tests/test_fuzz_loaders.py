@@ -1,14 +1,15 @@
 """Every loader of every command, fed hostile JSON through the real command line.
 
-Each loader (a file a command reads: ``assemble``'s lane dump and policy config, ``convert``'s
-and ``explain``'s lane dump, ``assess``'s run contexts, ``evaluate``'s eval file, lane dump,
-policy config, thresholds, sources, citations, answers and BEIR queries, ``evaluate compare``'s
-artifacts, and ``lanes build``'s corpus, eval file, triples, summaries and contexts) gets a valid
-input with one hostile change: deep nesting, huge integers, NaN and infinities, numbers past an f64, lone surrogates,
-repeated keys, invalid UTF-8, truncated lines, wrong top-level types, control characters in ids,
-empty files. The command runs in-process (``assembler.cli.main``) and must end with status 0
-or 2 (3 for a thresholds file that is valid and violated), print exactly one line
-``assembler: error: ...`` and no traceback when it fails, and leave no output file behind.
+Each loader (a file a command reads: ``assemble``'s lane dump and policy config, ``convert``'s and
+``explain``'s lane dump, ``assess``'s run contexts, ``evaluate``'s eval file, lane dump, policy
+config, thresholds, sources, citations, answers and BEIR queries, ``evaluate compare``'s artifacts,
+``lanes build``'s corpus, eval file, BEIR queries, triples, summaries and contexts, and ``lanes
+from-runs``' corpus, queries, JSON run and triples) gets a valid input with one hostile change: deep
+nesting, huge integers, NaN and infinities, numbers past an f64, lone surrogates, repeated keys,
+invalid UTF-8, truncated lines, wrong top-level types, control characters in ids, empty files. The
+command runs in-process (``assembler.cli.main``) and must end with status 0 or 2 (3 for a thresholds
+file that is valid and violated), print exactly one line ``assembler: error: ...`` and no traceback
+when it fails, and leave no output file behind.
 
 The named cases run for every loader; Hypothesis then draws a few more mutations per loader (a
 fixed sequence under ``CI=true``, tests/conftest.py).
@@ -52,6 +53,44 @@ RETRIEVAL = {
     "summaries": ['{"community":"c1","text":"Alpha and beta","members":[{"name":"Alpha","strength":1}]}'],
     "contexts": ['{"case_id":"q1","context":"corpus"}'],
 }
+
+BEIR_CORPUS = ['{"_id":"d1","title":"Alpha","text":"Alpha beta gamma"}', '{"_id":"d2","title":"","text":"delta beta"}']
+BEIR_QUERIES = ['{"_id":"q1","text":"beta gamma"}', '{"_id":"q2","text":"delta"}']
+JSON_RUN = {"q1": {"d1": 2.5, "d2": 1.0}, "q2": {"d2": 3.0}}
+
+
+def _from_runs(d: Path) -> list[str]:
+    return [
+        "lanes",
+        "from-runs",
+        "--run",
+        f"bm25={d / 'run.json'}",
+        "--corpus",
+        str(d / "beir-corpus.jsonl"),
+        "--queries",
+        str(d / "beir-queries.jsonl"),
+        "--triples",
+        str(d / "triples.jsonl"),
+        "-o",
+        str(d / "out"),
+        "-q",
+    ]
+
+
+def _build_from_queries(d: Path) -> list[str]:
+    args = [
+        "lanes",
+        "build",
+        "-o",
+        str(d / "out"),
+        "--no-dense",
+        "--no-cache",
+        "-q",
+        "--corpus",
+        str(d / "corpus.jsonl"),
+    ]
+    return [*args, "--queries", str(d / "beir-queries.jsonl"), "--triples", str(d / "triples.jsonl")]
+
 
 FUZZ = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -183,6 +222,13 @@ LOADERS = [
         )
         for name, lines in RETRIEVAL.items()
     ),
+]
+LOADERS += [
+    Loader("lanes build --queries", "beir-queries.jsonl", BEIR_QUERIES, _build_from_queries, id_key="_id"),
+    Loader("lanes from-runs --corpus", "beir-corpus.jsonl", BEIR_CORPUS, _from_runs, id_key="_id"),
+    Loader("lanes from-runs --queries", "beir-queries.jsonl", BEIR_QUERIES, _from_runs, id_key="_id"),
+    Loader("lanes from-runs --run (JSON)", "run.json", JSON_RUN, _from_runs),
+    Loader("lanes from-runs --triples", "triples.jsonl", RETRIEVAL["triples"], _from_runs, id_key="subject"),
 ]
 LOADER_IDS = [loader.name for loader in LOADERS]
 
@@ -357,6 +403,9 @@ def _write_inputs(folder: Path, loader: Loader, artifact: dict[str, Any], hostil
         (folder / f"{name}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (folder / "config.json").write_text(json.dumps(POLICY_CONFIG), encoding="utf-8")
     (folder / "qrels.txt").write_text(QRELS, encoding="utf-8")
+    (folder / "beir-corpus.jsonl").write_text("\n".join(BEIR_CORPUS) + "\n", encoding="utf-8")
+    (folder / "beir-queries.jsonl").write_text("\n".join(BEIR_QUERIES) + "\n", encoding="utf-8")
+    (folder / "run.json").write_text(json.dumps(JSON_RUN), encoding="utf-8")
     for name in ("base.json", "head.json"):
         (folder / name).write_text(json.dumps(artifact, ensure_ascii=False, indent=2), encoding="utf-8")
     if loader.is_document:
@@ -407,7 +456,7 @@ def check_loader(
 def read_back(loader: Loader, folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """What one command wrote, the command that reads it accepts whole: a lane dump (``lanes
     build``, ``convert``) is assembled with nothing rejected, an artifact (``evaluate``) compared."""
-    if loader.name.startswith("lanes build") or loader.name == "convert":
+    if loader.name.startswith(("lanes build", "lanes from-runs")) or loader.name == "convert":
         written = folder / loader.outputs[0]
         argv = ["assemble", str(written), "-o", str(folder / "read-back.jsonl"), "-q"]
     elif loader.name.startswith("evaluate") and loader.name != "evaluate compare":
