@@ -38,13 +38,14 @@ framework's documents from them, importing it only then. Guide: ``docs/adapters.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from assembler.contract.jsoninput import read_json
 from assembler.contract.jsontext import to_f32
+from assembler.contract.wire import ShapeError
 from assembler.errors import UsageError, shown
 from assembler.retrieval.build import record_text
 from assembler.retrieval.hybrid import fuse_hits
@@ -282,13 +283,21 @@ def record_line(record: Mapping[str, Any]) -> str:
 
 
 def _package(package: str | Mapping[str, Any]) -> Mapping[str, Any]:
-    value: Any = json.loads(package) if isinstance(package, str) else package
+    value: Any = _parsed(package) if isinstance(package, str) else package
     if isinstance(value, Mapping) and "items" not in value and "package" in value:
         inner = value["package"]
-        value = json.loads(inner) if isinstance(inner, str) else inner
+        value = _parsed(inner) if isinstance(inner, str) else inner
     if not isinstance(value, Mapping) or not isinstance(value.get("items"), list):
         raise UsageError("package: expected a package (its JSON text or object) or an output line with 'package'")
     return value
+
+
+def _parsed(text: str) -> Any:
+    """Package text through the guarded JSON reader: text that is not JSON is a :class:`UsageError`."""
+    try:
+        return read_json(text)
+    except ShapeError as exc:
+        raise UsageError(f"package: {exc}") from None
 
 
 def package_documents(package: str | Mapping[str, Any]) -> list[dict[str, Any]]:

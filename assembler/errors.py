@@ -28,6 +28,7 @@ __all__ = [
     "one_line",
     "shown",
     "shown_path",
+    "unexpected_rule",
 ]
 
 
@@ -221,6 +222,16 @@ class RecordError:
             "field": self.field,
             "rule": self.rule,
         }
+
+
+def unexpected_rule(exc: BaseException, doing: str) -> str:
+    """The last-resort rule of a record whose reading failed in an unforeseen way: it names the
+    exception's type only (its message might quote the payload).
+
+    >>> unexpected_rule(KeyError("secret"), "validating")
+    'unexpected KeyError while validating the record'
+    """
+    return f"unexpected {type(exc).__name__} while {doing} the record"
 
 
 class InputError(AssemblerError):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -12,7 +13,8 @@ import polars as pl
 
 from assembler.contract.jsontext import quarters_of
 from assembler.contract.request import check_overrides
-from assembler.errors import InputError
+from assembler.contract.wire import MAX_DEPTH, join_path, key_path
+from assembler.errors import AssemblerError, InputError, RecordError, UsageError, shown, unexpected_rule
 from assembler.selection import CONTRACT, Selection, SelectionInputs, SelectionPolicy, get_policy
 from assembler.stages import collect
 from assembler.stages.diversity import tier_width
@@ -136,17 +138,20 @@ def assemble_lanes(
     """Assemble the package of every query of a batch of lanes.
 
     ``reranker`` is asked to reorder the survivors of every query whose request asked for a
-    rerank (section 11). ``reorders`` maps a query id to a fixed permutation of its survivors
-    (replaying a reranker's answer); an invalid one leaves the deterministic order.
+    rerank (section 11). ``reorders`` maps a query id of the batch to a fixed permutation of its
+    survivors (replaying a recorded reranker's answer): a list of the indices 0..N-1 of the N
+    survivors of near-duplicate suppression, each once. Anything else is the caller's error, a
+    :class:`~assembler.errors.UsageError` naming the query and the rule: a mapping of another
+    shape, an id not in the batch, an order of the wrong length, an index out of range or
+    repeated. (The HTTP reranker's invalid answer falls back instead, with the plan reason
+    ``invalid_permutation``: that is the service's failure, not the caller's.)
     """
     records = batch.records
     index = {record.query_id: q for q, record in enumerate(records)}
-    rerank = RerankStage(
-        records, reranker, {index[qid]: order for qid, order in (reorders or {}).items() if qid in index}
-    )
+    rerank = RerankStage(records, reranker, _static_orders(reorders, index))
     fused = fuse_batch(batch, rerank)
     dedup, inputs = fused.dedup, fused.inputs
-    selection = get_policy(policy).select(fused.candidates, inputs)
+    selection = get_policy(_policy_argument(policy)).select(fused.candidates, inputs)
     queries = _query_frame(records, selection, dedup, rerank.plans)
     omitted = omitted_entries(selection.decisions)
     packages = package_texts(
@@ -162,6 +167,54 @@ def assemble_lanes(
         selection=selection.decisions,
         summaries=summaries,
     )
+
+
+_REORDERS_SHAPE = "a mapping of query ids to lists of survivor indices (a permutation of each query's survivors)"
+
+
+def _static_orders(reorders: Any, index: Mapping[str, int]) -> dict[int, tuple[int, ...]]:
+    """The ``reorders`` argument checked for shape, by ``q``: every key a query id of the batch,
+    every value a sequence of integers. Whether each is a permutation of its query's survivors is
+    checked when the survivors are known (:class:`~assembler.stages.reorder.RerankStage`)."""
+    if reorders is None:
+        return {}
+    if not isinstance(reorders, Mapping):
+        raise UsageError(f"reorders must be {_REORDERS_SHAPE}, got {type(reorders).__name__}")
+    try:
+        items = list(reorders.items())
+    except Exception as exc:  # the caller's mapping raised: its argument is unreadable
+        raise UsageError(f"reorders cannot be read: its items() raised {type(exc).__name__}") from None
+    orders: dict[int, tuple[int, ...]] = {}
+    for key, order in items:
+        if not isinstance(key, str):
+            raise UsageError(f"reorders must be {_REORDERS_SHAPE}: a key is {type(key).__name__}, not a query id")
+        query_id = str.__str__(key)  # a str subclass's characters, whatever it overrides
+        where = f"reorders['{shown(query_id)}']"
+        if query_id not in index:
+            raise UsageError(f"{where}: no query of the batch has this id")
+        if isinstance(order, str | bytes | bytearray | Mapping) or not isinstance(order, Iterable):
+            raise UsageError(f"{where}: must be a list of survivor indices (integers), got {type(order).__name__}")
+        try:
+            values = list(order)
+        except Exception as exc:
+            raise UsageError(f"{where}: cannot be read: iterating it raised {type(exc).__name__}") from None
+        indices: list[int] = []
+        for position, value in enumerate(values):
+            try:
+                if isinstance(value, bool):
+                    raise TypeError
+                indices.append(operator.index(value))  # int, an int subclass's number, a NumPy integer
+            except Exception:
+                raise UsageError(
+                    f"{where}[{position}]: must be an integer (a survivor index), got {type(value).__name__}"
+                ) from None
+        orders[index[query_id]] = tuple(indices)
+    return orders
+
+
+def _policy_argument(policy: str | SelectionPolicy) -> str | SelectionPolicy:
+    """A policy name as its characters (a str subclass's own methods are not called)."""
+    return str.__str__(policy) if isinstance(policy, str) else policy
 
 
 def _query_frame(
@@ -258,16 +311,127 @@ def assemble_batch(
     """
     if isinstance(records, pl.DataFrame):
         records = [drop_nulls(row) for row in records.iter_rows(named=True)]
+    elif isinstance(records, str | bytes | Mapping) or not isinstance(records, Iterable):
+        raise UsageError(
+            f"records must be an iterable of lane-dump objects or a Polars frame, got {type(records).__name__}"
+        )
     checked = check_overrides(overrides)
     parsed: list[LaneRecord] = []
     seen: set[str] = set()
     for line, value in enumerate(records, start=1):
-        record = parse_record(value, line=line, overrides=checked)
+        record = _parse_argument_record(value, line, checked)
         repeated = repeated_query_id(record, seen)
         if repeated is not None:
             raise InputError(repeated)
         parsed.append(record)
-    return assemble_records(parsed, policy=get_policy(policy), reorders=reorders, reranker=reranker)
+    return assemble_records(parsed, policy=get_policy(_policy_argument(policy)), reorders=reorders, reranker=reranker)
+
+
+_MEMORY = "<memory>"
+
+
+def _parse_argument_record(value: Any, line: int, overrides: dict[str, int]) -> LaneRecord:
+    """:func:`parse_record` of one in-memory record; whatever else fails while it is read (a dict,
+    list or str subclass whose methods raise) is that record's :class:`InputError` too, naming
+    the field whose value raised (found by reading the record again, node by node)."""
+    try:
+        record = parse_record(value, file=_MEMORY, line=line, overrides=overrides)
+    except (AssemblerError, MemoryError):
+        raise
+    except Exception as exc:
+        found = _unreadable(value, "", 0, set())
+        if found is None:
+            error = RecordError(_MEMORY, line, _plain_id(value), "", unexpected_rule(exc, "validating"))
+        else:
+            field, owner, raised = found
+            error = RecordError(_MEMORY, line, _plain_id(value), field, f"cannot be read: its {owner} raised {raised}")
+        raise InputError(error) from None
+    if type(record.query_id) is not str or type(record.context) is not str:  # hashed and compared later
+        for name in ("query_id", "context"):
+            found = _unreadable(getattr(record, name), name, 0, set())
+            if found is not None:
+                rule = f"cannot be read: its {found[1]} raised {found[2]}"
+                raise InputError(RecordError(_MEMORY, line, _plain_id(value), name, rule))
+        record = replace(record, query_id=str.__str__(record.query_id), context=str.__str__(record.context))
+    return record
+
+
+def _plain_id(value: Any) -> str | None:
+    """The record's ``query_id`` as plain characters, read without calling the record's methods."""
+    try:
+        query_id = dict.get(value, "query_id") if isinstance(value, dict) else None
+        return str.__str__(query_id) if isinstance(query_id, str) else None
+    except Exception:
+        return None
+
+
+_EXACT = (str, int, float, bool, type(None))
+
+
+def _read_scalar(value: str | int | float) -> None:
+    """What reading a string or number of a record may call on a subclass."""
+    hash(value)
+    str(value)
+    repr(value)
+    _ = value == value
+    if isinstance(value, str):
+        value.encode("utf-8")
+        value.strip()
+        len(value)
+
+
+def _read_mapping(value: dict[Any, Any]) -> list[tuple[Any, Any]]:
+    """A dict subclass's pairs, read through every method validation may call on it."""
+    pairs = list(value.items())
+    len(value)
+    list(value)
+    list(value.keys())
+    for key, _ in pairs:
+        _ = value[key], value.get(key), key in value
+    return pairs
+
+
+def _read_sequence(value: list[Any]) -> list[Any]:
+    """A list subclass's elements, read through every method validation may call on it."""
+    elements = list(value)
+    len(value)
+    for position in range(len(elements)):
+        _ = value[position]
+    return elements
+
+
+def _unreadable(value: Any, path: str, depth: int, seen: set[int]) -> tuple[str, str, str] | None:
+    """``(field, type name, exception name)`` of the first value (in document order) whose own
+    methods raise when read the way validation reads JSON data; exact built-in types never do."""
+    kind = type(value)
+    if kind in _EXACT or depth > MAX_DEPTH or id(value) in seen:
+        return None
+    base = kind.__mro__[-2].__name__  # the built-in type it derives from
+    owner = f"{shown(kind.__name__)} ({'an' if base == 'int' else 'a'} {base} subclass)"  # BadDict (a dict subclass)
+    items: list[tuple[str, Any]] = []
+    try:
+        if isinstance(value, str | int | float):
+            _read_scalar(value)
+            return None
+        if isinstance(value, dict):
+            seen.add(id(value))
+            pairs = list(dict.items(value)) if kind is dict else _read_mapping(value)
+            for key, item in pairs:
+                name = str.__str__(key) if isinstance(key, str) else f"<{type(key).__name__} key>"
+                items += [(key_path(path, name), key), (key_path(path, name), item)]
+        elif isinstance(value, list):
+            seen.add(id(value))
+            elements = list.copy(value) if kind is list else _read_sequence(value)
+            items = [(join_path(path, f"[{i}]"), item) for i, item in enumerate(elements)]
+        else:
+            return None
+    except Exception as exc:
+        return path, owner, type(exc).__name__
+    for item_path, item in items:
+        found = _unreadable(item, item_path, depth + 1, seen)
+        if found is not None:
+            return found
+    return None
 
 
 def assemble(

@@ -15,8 +15,10 @@ from assembler.contract.wire import (
     check_number,
     check_string,
     check_uint,
+    describe,
+    int_text,
 )
-from assembler.errors import UsageError
+from assembler.errors import UsageError, shown
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -32,6 +34,8 @@ __all__ = [
 ]
 
 MAX_INPUT_ITEMS = 1000
+U64_MAX = 2**64 - 1
+"""The largest value of a budget field (a u64 on the server)."""
 DEFAULT_SEARCH_LIMIT = 5
 MAX_SEARCH_LIMIT = 200
 
@@ -202,8 +206,11 @@ def parse_request(request: Any, path: str = "request") -> Request:
 
 
 def check_overrides(overrides: Mapping[str, object] | None) -> dict[str, int]:
-    """Budget overrides as the API takes them: only ``max_items``/``max_bytes``/``max_tokens``, each
-    a non-negative integer (the rule the request's own budget fields follow).
+    """Budget overrides as the API takes them: a mapping of ``max_items``/``max_bytes``/``max_tokens``
+    to integers from 0 to 2**64 - 1 (the rule the request's own budget fields follow: u64).
+
+    Whatever the mapping or its values are (a subclass whose methods raise, an integer too long
+    to print), a bad override is a :class:`UsageError` naming it, never another exception.
 
     >>> check_overrides({"max_items": 5})
     {'max_items': 5}
@@ -211,15 +218,35 @@ def check_overrides(overrides: Mapping[str, object] | None) -> dict[str, int]:
     Traceback (most recent call last):
     ...
     assembler.errors.UsageError: unknown budget override 'max_itemz' (known: max_items, max_bytes, max_tokens)
+    >>> check_overrides({"max_tokens": 10**5000})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    assembler.errors.UsageError: budget override max_tokens must be an integer from 0 to ...5,000 digits
     """
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, Mapping):
+        raise UsageError(f"overrides must be a mapping of budget names to integers, got {type(overrides).__name__}")
+    try:
+        items = list(overrides.items())
+    except Exception as exc:  # a mapping whose own methods raise: the caller's argument, not ours
+        raise UsageError(f"overrides cannot be read: its items() raised {type(exc).__name__}") from None
     checked: dict[str, int] = {}
-    for key, value in (overrides or {}).items():
-        if key not in LIMIT_CEILINGS:
-            known = ", ".join(LIMIT_CEILINGS)
-            raise UsageError(f"unknown budget override {key!r} (known: {known})")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise UsageError(f"budget override {key} must be a non-negative integer, got {value!r}")
-        checked[key] = value
+    known = ", ".join(LIMIT_CEILINGS)
+    for key, value in items:
+        name = str.__str__(key) if isinstance(key, str) else None  # a str subclass's characters
+        if name is None:
+            raise UsageError(f"a budget override is named by a string, got {type(key).__name__} (known: {known})")
+        if name not in LIMIT_CEILINGS:
+            raise UsageError(f"unknown budget override '{shown(name)}' (known: {known})")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UsageError(f"budget override {name} must be a non-negative integer, got {describe(value)}")
+        number = int.__int__(value)  # an int subclass is taken as its number, whatever it overrides
+        if number < 0:
+            raise UsageError(f"budget override {name} must be a non-negative integer, got {int_text(number)}")
+        if number > U64_MAX:
+            raise UsageError(f"budget override {name} must be an integer from 0 to {U64_MAX}, got {int_text(number)}")
+        checked[name] = number
     return checked
 
 

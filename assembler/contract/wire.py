@@ -24,6 +24,8 @@ __all__ = [
     "CITATION",
     "CITATION_ENTRY",
     "COMMUNITY_HIT",
+    "DUPLICATE_FIELD_RULE",
+    "LONE_SURROGATE_RULE",
     "MAX_DEPTH",
     "OUT_OF_RANGE_RULE",
     "PASSAGE_HIT",
@@ -32,7 +34,9 @@ __all__ = [
     "ListOf",
     "Shape",
     "ShapeError",
+    "describe",
     "emit",
+    "int_text",
     "key_path",
     "long_integer_rule",
     "non_finite_rule",
@@ -76,6 +80,10 @@ MAX_DEPTH = 128
 """The server's JSON nesting limit (serde_json's recursion limit): deeper documents are refused."""
 TOO_DEEP_RULE = f"nesting deeper than {MAX_DEPTH} levels"
 OUT_OF_RANGE_RULE = "number out of range (beyond what an f64 holds)"
+DUPLICATE_FIELD_RULE = "duplicate field"
+"""serde's rule for a key an object holds twice."""
+LONE_SURROGATE_RULE = "is not valid Unicode (lone surrogate escape)"
+"""A string holding a lone surrogate (a ``\\ud800`` escape): Rust strings cannot hold one."""
 
 
 def non_finite_rule(value: float | str) -> str:
@@ -171,15 +179,16 @@ CITATION_ENTRY: Shape = (
 _JSON_TYPE = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
 
 
-def _describe(value: Any) -> str:
+def describe(value: Any) -> str:
+    """A value as a refusal names it: ``null``, ``the integer 5``, ``the number 2.7``, ``an array``..."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
-        return f"the integer {_int_text(value)}"
+        return f"the integer {int_text(value)}"
     if isinstance(value, float):
-        return f"the number {value!r}"
+        return f"the number {float.__repr__(value)}"  # a float subclass's own repr is not called
     return _JSON_TYPE.get(type(value), type(value).__name__)
 
 
@@ -205,8 +214,16 @@ def object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
-def _int_text(value: int) -> str:
-    """An integer as a message shows it: its digits, or how many there are when that is many."""
+def int_text(value: int) -> str:
+    """An integer as a message shows it: its digits, or how many there are when that is many
+    (an in-memory integer may be longer than ``str`` converts: its size is then estimated).
+
+    >>> int_text(-5), int_text(10**50), int_text(10**5000)
+    ('-5', '10000000000000000000…(51 digits)', 'an integer of about 5,000 digits')
+    """
+    value = int.__int__(value)  # the number itself, whatever an int subclass overrides
+    if value.bit_length() > 4000 * 3:  # past ~3,600 digits: str() may refuse (sys.get_int_max_str_digits)
+        return f"an integer of about {round(value.bit_length() * 0.30103, -2):,.0f} digits"
     text = str(value)
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} digits)"
 
@@ -217,24 +234,24 @@ def check_duplicates(value: dict[str, Any], known: Iterable[str], path: str) -> 
         names = set(known)
         for key in value.duplicates:
             if key in names:
-                raise ShapeError(key_path(path, key), "duplicate field")
+                raise ShapeError(key_path(path, key), DUPLICATE_FIELD_RULE)
 
 
 def check_string(value: Any, path: str) -> str:
     """A valid Unicode string (no lone surrogates: Rust strings cannot hold them)."""
     if not isinstance(value, str):
-        raise ShapeError(path, f"must be a string, got {_describe(value)}")
+        raise ShapeError(path, f"must be a string, got {describe(value)}")
     if _SURROGATE.search(value):
-        raise ShapeError(path, "is not valid Unicode (lone surrogate escape)")
+        raise ShapeError(path, LONE_SURROGATE_RULE)
     return value
 
 
 def check_uint(value: Any, path: str, maximum: int = _U64_MAX) -> int:
     """A non-negative whole JSON integer no larger than ``maximum``."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ShapeError(path, f"must be a non-negative integer, got {_describe(value)}")
+        raise ShapeError(path, f"must be a non-negative integer, got {describe(value)}")
     if value < 0 or value > maximum:
-        raise ShapeError(path, f"must be an integer from 0 to {maximum}, got {_int_text(value)}")
+        raise ShapeError(path, f"must be an integer from 0 to {maximum}, got {int_text(value)}")
     return value
 
 
@@ -257,7 +274,7 @@ def check_number(value: Any, path: str) -> float:
     """A finite JSON number (integer or decimal), as f64; NaN and the infinities are refused,
     from Parquet as JSON refuses them."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ShapeError(path, f"must be a number, got {_describe(value)}")
+        raise ShapeError(path, f"must be a number, got {describe(value)}")
     try:
         _finite_or_refuse(value)
     except ShapeError as exc:
@@ -268,7 +285,7 @@ def check_number(value: Any, path: str) -> float:
 def _validate_kind(kind: Kind, value: Any, path: str) -> Any:
     if isinstance(kind, ListOf):
         if not isinstance(value, list):
-            raise ShapeError(path, f"must be an array, got {_describe(value)}")
+            raise ShapeError(path, f"must be an array, got {describe(value)}")
         return [_validate_kind(kind.item, item, f"{path}[{i}]") for i, item in enumerate(value)]
     if isinstance(kind, tuple):
         return validate(kind, value, path)
@@ -276,7 +293,7 @@ def _validate_kind(kind: Kind, value: Any, path: str) -> Any:
         return check_string(value, path)
     if kind == "bool":
         if not isinstance(value, bool):
-            raise ShapeError(path, f"must be a boolean, got {_describe(value)}")
+            raise ShapeError(path, f"must be a boolean, got {describe(value)}")
         return value
     if kind == "f64":
         return check_number(value, path)
@@ -290,7 +307,7 @@ def _validate_kind(kind: Kind, value: Any, path: str) -> Any:
 def validate(shape: Shape, value: Any, path: str) -> dict[str, Any]:
     """Check ``value`` against ``shape``; return a dict of its known fields (absent = missing)."""
     if not isinstance(value, dict):
-        raise ShapeError(path, f"must be an object, got {_describe(value)}")
+        raise ShapeError(path, f"must be an object, got {describe(value)}")
     check_duplicates(value, (field.name for field in shape), path)
     clean: dict[str, Any] = {}
     for field in shape:
@@ -366,9 +383,9 @@ def _compile_scalar(kind: Scalar) -> Compiled:
 
         def string(value: Any) -> tuple[Any, str]:
             if type(value) is not str:
-                raise ShapeError("", f"must be a string, got {_describe(value)}")
+                raise ShapeError("", f"must be a string, got {describe(value)}")
             if _SURROGATE.search(value):
-                raise ShapeError("", "is not valid Unicode (lone surrogate escape)")
+                raise ShapeError("", LONE_SURROGATE_RULE)
             return value, _encode_string(value)
 
         return string
@@ -376,7 +393,7 @@ def _compile_scalar(kind: Scalar) -> Compiled:
 
         def boolean(value: Any) -> tuple[Any, str]:
             if type(value) is not bool:
-                raise ShapeError("", f"must be a boolean, got {_describe(value)}")
+                raise ShapeError("", f"must be a boolean, got {describe(value)}")
             return value, "true" if value else "false"
 
         return boolean
@@ -386,7 +403,7 @@ def _compile_scalar(kind: Scalar) -> Compiled:
         def number(value: Any) -> tuple[Any, str]:
             kind_of = type(value)
             if kind_of is not float and kind_of is not int:
-                raise ShapeError("", f"must be a number, got {_describe(value)}")
+                raise ShapeError("", f"must be a number, got {describe(value)}")
             if value - value or (kind_of is int and value.bit_length() > 1000):  # NaN, infinite, past f64?
                 _finite_or_refuse(value)
             if is_f32:
@@ -400,9 +417,9 @@ def _compile_scalar(kind: Scalar) -> Compiled:
 
     def integer(value: Any) -> tuple[Any, str]:
         if type(value) is not int:
-            raise ShapeError("", f"must be a non-negative integer, got {_describe(value)}")
+            raise ShapeError("", f"must be a non-negative integer, got {describe(value)}")
         if value < 0 or value > maximum:
-            raise ShapeError("", f"must be an integer from 0 to {maximum}, got {_int_text(value)}")
+            raise ShapeError("", f"must be an integer from 0 to {maximum}, got {int_text(value)}")
         return value, str(value)
 
     return integer
@@ -415,7 +432,7 @@ def compile_kind(kind: Kind) -> Compiled:
 
         def array(value: Any) -> tuple[Any, str]:
             if type(value) is not list:
-                raise ShapeError("", f"must be an array, got {_describe(value)}")
+                raise ShapeError("", f"must be an array, got {describe(value)}")
             clean, texts = [], []
             for index, item in enumerate(value):
                 try:
@@ -438,7 +455,7 @@ def _compile_shape(shape: Shape) -> Compiled:
 
     def obj(value: Any) -> tuple[Any, str]:
         if not isinstance(value, dict):
-            raise ShapeError("", f"must be an object, got {_describe(value)}")
+            raise ShapeError("", f"must be an object, got {describe(value)}")
         if type(value) is DuplicateKeys:
             check_duplicates(value, names, "")
         clean: dict[str, Any] = {}

@@ -33,7 +33,6 @@ normalized evidence text, else 0 (a case without answers has no score).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,13 +41,13 @@ from typing import Any
 
 import polars as pl
 
+from assembler.contract.jsoninput import read_json
 from assembler.contract.text import is_blank
 from assembler.contract.wire import ShapeError, check_duplicates
 from assembler.errors import shown
 from assembler.evaluate import metrics
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet
-from assembler.run.io import parse_json
 from assembler.run.paths import shown as shown_path
 
 __all__ = [
@@ -252,11 +251,9 @@ def load_answers(path: str, evalset: EvalSet) -> Answers:
 
 def _entry(raw: str, path: str, number: int) -> tuple[str, tuple[str, ...]]:
     try:
-        value = parse_json(raw.strip())
-    except json.JSONDecodeError as exc:
-        raise _problem(path, number, f"not JSON: {exc.msg} at column {exc.colno}") from None
-    except ValueError as exc:
-        raise _problem(path, number, f"not JSON: {exc}") from None
+        value = read_json(raw.strip())  # the strict reader of every input: no repeated key, no lone surrogate
+    except ShapeError as exc:
+        raise _problem(path, number, f"field {exc.path}: {exc.rule}" if exc.path else exc.rule) from None
     if not isinstance(value, dict):
         raise _problem(path, number, 'must be an object {"case_id": ..., "answers": [...]}')
     try:

@@ -23,13 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from assembler.contract.jsoninput import read_json
+from assembler.contract.wire import ShapeError
 from assembler.errors import shown, shown_path
 from assembler.evaluate.answers import METRIC as ANSWER_METRIC
 from assembler.evaluate.artifact import case_value, generated_at, scalar
 from assembler.evaluate.catalog import COMPARISON_METRICS
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.significance import ALPHA, holm, paired_test
-from assembler.run.io import parse_json
 
 __all__ = ["EPSILON", "Comparison", "Report", "compare_reports", "describe_budget", "load_report"]
 
@@ -81,8 +82,8 @@ def load_report(path: str, side: str) -> Report:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise EvaluateError(f"{side} reading {shown_path(path)}: {reason}") from None
     try:
-        data = parse_json(text)
-    except ValueError as exc:
+        data = read_json(text)  # the strict JSON reader: a ShapeError names the field and the rule
+    except ShapeError as exc:
         raise EvaluateError(
             f"{side} {shown_path(path)}: malformed evaluation.json: {shown(str(exc), limit=None)}"
         ) from None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.contract import wire
+from assembler.contract.jsoninput import check_strict
 from assembler.contract.text import normalize_entry, trim
 from assembler.contract.wire import ShapeError, check_string, check_uint
 from assembler.errors import InputError, RecordError, shown, shown_path
@@ -54,6 +55,10 @@ def _records(path: str) -> Iterator[tuple[int, dict[str, Any]]]:
             raise InputError(raw.error)
         if not isinstance(raw.value, dict):
             raise InputError(RecordError(raw.file, raw.line, None, "", "a line must be a JSON object"))
+        try:
+            check_strict(raw.value)  # not a lane dump: no repeated key, no lone surrogate, anywhere
+        except ShapeError as exc:
+            raise InputError(RecordError(raw.file, raw.line, None, exc.path, exc.rule)) from None
         yield raw.line, raw.value
 
 

@@ -7,18 +7,18 @@ line reads ``<path>: line N: <what>: <rule>``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assembler.contract.jsoninput import read_json
 from assembler.contract.jsontext import format_f32, to_f32
 from assembler.contract.text import is_blank
 from assembler.contract.wire import ShapeError, check_duplicates, check_number, check_string, check_uint
 from assembler.errors import shown, shown_path
 from assembler.evaluate.errors import EvaluateError
-from assembler.run.io import parse_json, read_input
+from assembler.run.io import read_input
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -201,12 +201,12 @@ def check_limits(evalset: EvalSet) -> None:
 
 
 def _parse_line(line: str) -> Any:
+    """One line through the strict JSON reader (the rules of every input): a syntax error, a
+    refused number, nesting too deep, a repeated key or a lone surrogate, with its field."""
     try:
-        return parse_json(line.strip())
-    except json.JSONDecodeError as exc:
-        raise _Problem(f"not JSON: {exc.msg} at column {exc.colno}") from None
-    except ValueError as exc:
-        raise _Problem(f"not JSON: {exc}") from None
+        return read_json(line.strip())
+    except ShapeError as exc:
+        raise _Problem(f"{exc.path}: {exc.rule}" if exc.path else exc.rule) from None
 
 
 def _describe(value: Any) -> str:

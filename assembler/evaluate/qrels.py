@@ -35,7 +35,6 @@ and ``ndcg_cut_k`` from ranked document ids and judgments, vectorized with Polar
 from __future__ import annotations
 
 import gzip
-import json
 import math
 import re
 import zlib
@@ -48,12 +47,12 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from assembler.contract.jsoninput import read_json
 from assembler.contract.text import is_blank
 from assembler.contract.wire import ShapeError, check_duplicates
 from assembler.errors import shown
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import MAX_LIMIT, CaseOptions, EvalCase, EvalSet, ExpectedSource
-from assembler.run.io import parse_json
 from assembler.run.paths import shown as shown_path
 
 __all__ = [
@@ -216,11 +215,9 @@ def _read_queries(path: str) -> dict[str, str]:
 
 def _query_line(line: str, where: str) -> tuple[str, str]:
     try:
-        value = parse_json(line.strip())
-    except json.JSONDecodeError as exc:
-        raise EvaluateError(f"{where}: not JSON: {exc.msg} at column {exc.colno}") from None
-    except ValueError as exc:
-        raise EvaluateError(f"{where}: not JSON: {exc}") from None
+        value = read_json(line.strip())  # the strict reader of every input: no repeated key, no lone surrogate
+    except ShapeError as exc:
+        raise EvaluateError(f"{where}: {exc.path}: {exc.rule}" if exc.path else f"{where}: {exc.rule}") from None
     if not isinstance(value, dict):
         raise EvaluateError(f"{where}: a BEIR query line must be a JSON object with '_id' and 'text'")
     try:

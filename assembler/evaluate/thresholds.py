@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from assembler.contract.jsoninput import read_json
+from assembler.contract.wire import ShapeError
 from assembler.errors import shown, shown_path
 from assembler.evaluate.artifact import case_value, scalar
 from assembler.evaluate.catalog import CASE_SCOPED, DEFINITIONS, METRICS
 from assembler.evaluate.errors import EvaluateError
-from assembler.run.io import parse_json
 
 __all__ = ["Bound", "Thresholds", "evaluate_gate", "load_thresholds"]
 
@@ -127,12 +128,10 @@ def load_thresholds(path: str, case_ids: Sequence[str]) -> Thresholds:
     except OSError as exc:
         raise EvaluateError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
     try:
-        value = parse_json(data.decode("utf-8"))
+        value = read_json(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise EvaluateError(f"{shown_path(path)}: not valid UTF-8 (byte {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise EvaluateError(f"{shown_path(path)}: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except ValueError as exc:
+    except ShapeError as exc:  # the strict JSON reader: syntax, numbers, depth, repeated keys, lone surrogates
         raise EvaluateError(f"{shown_path(path)}: {shown(str(exc), limit=None)}") from None
     if not isinstance(value, dict):
         raise EvaluateError(f"{shown_path(path)}: must be a JSON object, got {_kind(value)}")

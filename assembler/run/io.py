@@ -18,32 +18,28 @@ import datetime
 import decimal
 import io
 import json
-import math
 import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from assembler.contract.wire import (
-    MAX_DEPTH,
-    OUT_OF_RANGE_RULE,
-    TOO_DEEP_RULE,
-    ShapeError,
-    join_path,
-    key_path,
-    long_integer_rule,
-    non_finite_rule,
-    object_pairs,
+from assembler.contract.jsoninput import (  # the guarded JSON reader; re-exported here
+    NumberRefused,
+    first_bad,
+    locate_refused_number,
+    nesting_depth,
+    parse_json,
+    too_deep,
 )
-from assembler.errors import RecordError, UsageError, encodable
+from assembler.contract.wire import ShapeError, non_finite_rule
+from assembler.errors import RecordError, UsageError, encodable, unexpected_rule
 from assembler.run.paths import shown
 from assembler.stages.lanes import drop_nulls, record_id
 
@@ -63,14 +59,17 @@ __all__ = [
     "input_paths",
     "is_parquet",
     "memory_panics",
+    "nesting_depth",
     "open_input",
     "parquet_batches",
     "parquet_pieces",
     "parquet_record",
+    "parse_json",
     "read_input",
     "read_raw",
     "stream_lines",
     "table_rows",
+    "too_deep",
     "unexpected_error",
 ]
 
@@ -461,158 +460,14 @@ def _invalid_json(name: str, number: int, where: str) -> RecordError:
 def unexpected_error(file: str, line: int, query_id: str | None, exc: BaseException, doing: str) -> RecordError:
     """The last-resort error of one record: a fixed rule naming the exception's type only (its
     message might quote the payload)."""
-    return RecordError(file, line, query_id, "", f"unexpected {type(exc).__name__} while {doing} the record")
-
-
-class NumberRefused(ValueError):
-    """A number JSON text may spell but the contract refuses: NaN, an infinity, one past f64, or an
-    integer longer than Python converts. The message is the rule."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise NumberRefused(f"{name} is not a JSON number")
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise NumberRefused("number out of range")
-    return value
-
-
-_KEEP = b'"[]{}'
-_DELETE = bytes(sorted(set(range(256)) - set(_KEEP)))
-_SQUARE = bytes.maketrans(b"{}", b"[]")
-_STEP = {ord("["): 1, ord("]"): -1}
-
-
-def nesting_depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in JSON text (brackets inside strings ignored;
-    valid or not: an unclosed bracket counts as open to the end).
-
-    Bytes operations in C only: escaped backslashes and quotes go, then everything but brackets
-    and quotes; what remains inside quotes goes; the innermost ``[]`` pairs are removed round
-    after round (one round per level). Text that does not balance is measured bracket by bracket.
-
-    >>> nesting_depth('{"a":[[1],"]]]\\"["]}'), nesting_depth('[' * 200), nesting_depth('[[]')
-    (3, 200, 2)
-    """
-    data = text.encode("utf-8", "surrogatepass")
-    if b"\\" in data:  # escaped backslashes first, then escaped quotes: neither delimits a string
-        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    data = data.translate(_SQUARE, _DELETE).replace(b'""', b"")  # strings holding no bracket vanish
-    if b'"' in data:
-        data = b"".join(data.split(b'"')[::2])  # what lies outside strings
-    rest = data
-    for depth in range(MAX_DEPTH + 2):
-        if not rest:
-            return depth
-        shorter = rest.replace(b"[]", b"")
-        if len(shorter) == len(rest):
-            break  # brackets that do not balance
-        rest = shorter
-    return max(accumulate(map(_STEP.__getitem__, data), initial=0))
-
-
-def too_deep(text: str) -> bool:
-    """Whether JSON text nests deeper than :data:`~assembler.contract.wire.MAX_DEPTH`.
-
-    Text with at most that many opening brackets in all cannot be (two counts answer it); only
-    other text is scanned (:func:`nesting_depth`).
-    """
-    return text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(text) > MAX_DEPTH
-
-
-def parse_json(text: str) -> Any:
-    """Parse one JSON document as serde_json would: no NaN/Infinity, no out-of-range numbers, no
-    nesting deeper than :data:`~assembler.contract.wire.MAX_DEPTH`.
-
-    Syntax errors raise ``json.JSONDecodeError``, refused numbers :class:`NumberRefused`, too deep
-    a nesting :class:`~assembler.contract.wire.ShapeError` (all ``ValueError``). Repeated keys are
-    remembered so that validation can refuse a repeated known field.
-    """
-    if too_deep(text):
-        raise ShapeError("", TOO_DEEP_RULE)
-    try:
-        return json.loads(
-            text, parse_constant=_refuse_constant, parse_float=_parse_float, object_pairs_hook=object_pairs
-        )
-    except (json.JSONDecodeError, NumberRefused):
-        raise
-    except RecursionError:  # the interpreter's own limit, reached under a deep call stack
-        raise ShapeError("", TOO_DEEP_RULE) from None
-    except ValueError:  # int() refused an integer literal: too many digits
-        raise NumberRefused(long_integer_rule(sys.get_int_max_str_digits())) from None
-
-
-class _Refused:
-    """Stands for a refused number in the second parse, with the rule it broke."""
-
-    __slots__ = ("rule",)
-
-    def __init__(self, rule: str) -> None:
-        self.rule = rule
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """An object of the second parse, every key kept (a refused number may sit under a repeated key)."""
+    return RecordError(file, line, query_id, "", unexpected_rule(exc, doing))
 
 
 def _locate_number(text: str, name: str, number: int) -> RecordError:
-    """Parse again with hooks that mark refused numbers instead of failing; name the first one's
-    field (and the record's query id), as the validation of a Parquet row would."""
-    limit = sys.get_int_max_str_digits()
-
-    def integer(digits: str) -> Any:
-        if limit and len(digits) - digits.startswith("-") > limit:
-            return _Refused(long_integer_rule(limit))
-        return int(digits)
-
-    def decimal_number(digits: str) -> Any:
-        value = float(digits)
-        return _Refused(OUT_OF_RANGE_RULE) if math.isinf(value) else value
-
-    try:
-        value = json.loads(
-            text,
-            parse_constant=lambda constant: _Refused(non_finite_rule(constant)),
-            parse_float=decimal_number,
-            parse_int=integer,
-            object_pairs_hook=_Pairs,
-        )
-    except ValueError:  # also broken elsewhere: the number problem without a field
-        value = None
-    found = _first_bad(value, "", _refused_rule)
-    ids = [item for key, item in value if key == "query_id"] if isinstance(value, _Pairs) else []
-    query_id = ids[-1] if ids and isinstance(ids[-1], str) else None
-    field, rule = found if found is not None else ("", "a number cannot be read")
+    """The field of the first refused number (and the record's query id), as the validation of a
+    Parquet row would name it."""
+    field, rule, query_id = locate_refused_number(text, "query_id")
     return RecordError(name, number, query_id, field, rule)
-
-
-def _first_bad(value: Any, path: str, rule_of: Callable[[Any], str | None]) -> tuple[str, str] | None:
-    """``(field, rule)`` of the first value (in document order) that ``rule_of`` refuses, walking
-    objects (dicts, or the second parse's key/value pairs) and arrays; depth is bounded by the
-    callers (:data:`MAX_DEPTH` for JSON, the schema for Parquet)."""
-    rule = rule_of(value)
-    if rule is not None:
-        return path, rule
-    if isinstance(value, _Pairs):
-        items: Iterable[tuple[str, Any]] = ((key_path(path, key), item) for key, item in value)
-    elif isinstance(value, dict):
-        items = ((key_path(path, key), item) for key, item in value.items())
-    elif isinstance(value, list):
-        items = ((join_path(path, f"[{index}]"), item) for index, item in enumerate(value))
-    else:
-        return None
-    for item_path, item in items:
-        found = _first_bad(item, item_path, rule_of)
-        if found is not None:
-            return found
-    return None
-
-
-def _refused_rule(value: Any) -> str | None:
-    return value.rule if isinstance(value, _Refused) else None
 
 
 def _non_finite_rule(value: Any) -> str | None:
@@ -822,7 +677,7 @@ def parquet_record(file: str, line: int, value: Any, problem: tuple[str, str] | 
     try:
         clean = drop_nulls(value)
         if problem is None and _has_non_finite(clean):
-            problem = _first_bad(clean, "", _non_finite_rule)  # JSON's wording
+            problem = first_bad(clean, "", _non_finite_rule)  # JSON's wording
     except MemoryError:
         raise
     except Exception as exc:

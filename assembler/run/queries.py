@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import json
 import os
 import re
 import shutil
@@ -26,6 +25,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Literal
 
+from assembler.contract.jsoninput import read_json
+from assembler.contract.wire import ShapeError
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, Oversized, stream_lines
 from assembler.run.paths import shown as shown_path
@@ -199,10 +200,9 @@ def _problem(query_id: str | None, field: str, rule: str) -> RecordError:
 
 def _beir_query(text: str) -> tuple[str, str] | RecordError:
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        where = f" at column {exc.colno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else ""
-        return _problem(None, "", f"invalid JSON{where}")
+        value = read_json(text)  # the strict reader of every input: numbers, depth, repeated keys, lone surrogates
+    except ShapeError as exc:
+        return _problem(None, exc.path, exc.rule)
     if not isinstance(value, dict):
         return _problem(None, "", "must be a JSON object")
     query_id = value.get("_id")

@@ -47,7 +47,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from assembler.contract.jsoninput import read_json
 from assembler.contract.text import normalize_entry
+from assembler.contract.wire import ShapeError, key_path
 from assembler.errors import UsageError
 from assembler.selection.base import Selection, SelectionInputs, admit_units, survivor_positions
 from assembler.stages.groups import group_contradictions
@@ -444,7 +446,7 @@ def policy_from_config(config: Mapping[str, Any], source: str = "config") -> Qua
     if "assembler_policy_config" in config or "policy" in config:
         unknown = sorted(set(config) - set(_FILE_KEYS))
         if unknown:
-            raise _problem(source, unknown[0], f"unknown key (expected {', '.join(_FILE_KEYS)})")
+            raise _problem(source, key_path("", unknown[0]), f"unknown key (expected {', '.join(_FILE_KEYS)})")
         if config.get("assembler_policy_config") != CONFIG_VERSION:
             raise _problem(source, "assembler_policy_config", f"must be {CONFIG_VERSION}")
         if "tuning" in config and not isinstance(config["tuning"], Mapping):
@@ -455,7 +457,7 @@ def policy_from_config(config: Mapping[str, Any], source: str = "config") -> Qua
         return policy_from_config(policy, source)
     unknown = sorted(set(config) - set(_POLICY_KEYS))
     if unknown:
-        raise _problem(source, f"policy.{unknown[0]}", f"unknown key (expected {', '.join(_POLICY_KEYS)})")
+        raise _problem(source, key_path("policy", unknown[0]), f"unknown key (expected {', '.join(_POLICY_KEYS)})")
     if config.get("base", "quality") != "quality":
         raise _problem(source, "policy.base", "must be 'quality' (the only tunable policy)")
     settings: dict[str, Any] = {}
@@ -487,31 +489,33 @@ def policy_from_config(config: Mapping[str, Any], source: str = "config") -> Qua
         pairs: list[tuple[str, int | None]] = []
         for lane in sorted(offsets):
             offset = offsets[lane]
+            where = key_path("policy.lane_offsets", lane)
             if lane not in LANES_WITH_FACTS:
-                raise _problem(
-                    source, f"policy.lane_offsets.{lane}", f"unknown lane (expected {', '.join(LANES_WITH_FACTS)})"
-                )
+                raise _problem(source, where, f"unknown lane (expected {', '.join(LANES_WITH_FACTS)})")
             if offset is not None and not (_int(offset) and -50 <= offset <= 50):
-                raise _problem(source, f"policy.lane_offsets.{lane}", "must be an integer from -50 to 50, or null")
+                raise _problem(source, where, "must be an integer from -50 to 50, or null")
             pairs.append((lane, offset))
         settings["lane_offsets"] = tuple(pairs)
     return QualityPolicy(**settings)
 
 
 def load_policy_config(path: str | Path) -> QualityPolicy:
-    """The quality policy a config file (JSON, as ``assembler evaluate tune`` writes) describes."""
-    import json
+    """The quality policy a config file (JSON, as ``assembler evaluate tune`` writes) describes.
 
+    The file is read by the strict JSON reader every input goes through
+    (:func:`~assembler.contract.jsoninput.read_json`): a syntax error, nesting past 128 levels, a
+    refused number, a repeated key or a lone surrogate is a :class:`UsageError` naming the field.
+    """
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot read policy config {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: a policy config must be UTF-8 JSON") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: a policy config must be UTF-8 JSON (invalid UTF-8 at byte {exc.start})") from None
     try:
-        config = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+        config = read_json(text)
+    except ShapeError as exc:
+        raise UsageError(f"{path}: key {exc.path}: {exc.rule}" if exc.path else f"{path}: {exc.rule}") from None
     if not isinstance(config, dict) or "assembler_policy_config" not in config:
         raise UsageError(f"{path}: key assembler_policy_config: missing (not a policy config file)")
     return policy_from_config(config, str(path))

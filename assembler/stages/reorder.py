@@ -17,6 +17,7 @@ from typing import Protocol
 
 import polars as pl
 
+from assembler.errors import UsageError, shown
 from assembler.stages.lanes import QueryRecord
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "RerankStage",
     "Reranker",
     "is_permutation",
+    "permutation_problem",
 ]
 
 Reorderer = Callable[[pl.DataFrame], Mapping[int, Sequence[int]]]
@@ -39,14 +41,25 @@ def is_permutation(order: Sequence[int], length: int) -> bool:
     >>> [is_permutation(o, 3) for o in ([0, 1, 2], [2, 0, 1], [0, 1], [0, 1, 2, 3], [0, 0, 1], [0, 1, 5])]
     [True, True, False, False, False, False]
     """
+    return permutation_problem(order, length) is None
+
+
+def permutation_problem(order: Sequence[int], length: int) -> str | None:
+    """What keeps ``order`` from being a permutation of ``length`` survivors, or ``None``.
+
+    >>> permutation_problem([0, 1], 3), permutation_problem([0, 0, 1], 3), permutation_problem([0, 1, 5], 3)
+    ('has 2 indices for 3 survivors', 'index 0 appears twice', 'index 5 is out of range (0 to 2)')
+    """
     if len(order) != length:
-        return False
+        return f"has {len(order)} indices for {length} survivors"
     seen = [False] * length
     for index in order:
-        if not 0 <= index < length or seen[index]:
-            return False
+        if not 0 <= index < length:
+            return f"index {index} is out of range (0 to {length - 1})"
+        if seen[index]:
+            return f"index {index} appears twice"
         seen[index] = True
-    return True
+    return None
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,9 @@ class RerankStage:
     """The pipeline's reorderer for one batch; remembers each query's ``plan.reranker`` text.
 
     ``static`` orders (by ``q``) are applied as given whatever the request says, for tests and
-    for replaying a recorded reranker; they do not change the plan.
+    for replaying a recorded reranker; they do not change the plan. Each must be a permutation of
+    its query's survivors: anything else is the caller's :class:`~assembler.errors.UsageError`
+    (naming the query and the rule), raised when the survivors are known.
     """
 
     records: Sequence[QueryRecord]
@@ -113,6 +128,8 @@ class RerankStage:
         ]
 
     def __call__(self, survivors: pl.DataFrame) -> Mapping[int, Sequence[int]]:
+        if self.static:
+            self._check_static(survivors)
         orders: dict[int, Sequence[int]] = dict(self.static)
         if self.reranker is None:
             return orders
@@ -137,3 +154,11 @@ class RerankStage:
             if decision.order is not None:
                 orders[q] = decision.order
         return orders
+
+    def _check_static(self, survivors: pl.DataFrame) -> None:
+        counts = dict(survivors.group_by("q").len().iter_rows())
+        for q, order in self.static.items():
+            problem = permutation_problem(order, counts.get(q, 0))
+            if problem is not None:
+                query_id = shown(self.records[q].query_id)
+                raise UsageError(f"reorders['{query_id}'] must be a permutation of the query's survivors: {problem}")

@@ -230,3 +230,55 @@ def test_overrides_replace_request_budget_then_ceilings_apply() -> None:
     assert resolve_limits({"max_items": 3}, {"max_items": 1}).max_items == 1
     assert resolve_limits({"max_items": 3}, {"max_items": 5000}).max_items == 1000
     assert resolve_limits({"max_bytes": 7}, {"max_items": 2}) == Limits(2, 7, 4000)
+
+
+# --- budget overrides (the API's and the flags') ----------------------------------------------------
+
+
+def test_overrides_past_a_u64_are_refused_naming_the_override() -> None:
+    import pytest
+
+    from assembler.contract.request import check_overrides
+    from assembler.errors import UsageError
+
+    cases = [
+        (10**5000, "must be an integer from 0 to 18446744073709551615, got an integer of about 5,000 digits"),
+        (2**64, "must be an integer from 0 to 18446744073709551615, got 18446744073709551616"),
+        (-(10**5000), "must be a non-negative integer, got an integer of about 5,000 digits"),
+        (-1, "must be a non-negative integer, got -1"),
+        (1.5, "must be a non-negative integer, got the number 1.5"),
+        (None, "must be a non-negative integer, got null"),
+    ]
+    for value, rule in cases:
+        with pytest.raises(UsageError) as caught:
+            check_overrides({"max_tokens": value})
+        assert str(caught.value) == f"budget override max_tokens {rule}"
+    assert check_overrides({"max_tokens": 2**64 - 1}) == {"max_tokens": 2**64 - 1}
+
+
+def test_an_int_subclass_override_is_taken_as_its_number_whatever_it_overrides() -> None:
+    from assembler.contract.request import check_overrides
+
+    class Hostile(int):
+        def __index__(self) -> int:
+            raise RuntimeError("index")
+
+        def __repr__(self) -> str:
+            raise RuntimeError("repr")
+
+        def __lt__(self, other: object) -> bool:
+            raise RuntimeError("lt")
+
+    checked = check_overrides({"max_items": Hostile(7)})
+    assert checked == {"max_items": 7} and type(checked["max_items"]) is int
+
+
+def test_a_request_budget_too_long_to_print_is_a_record_error(make_record: RecordFactory) -> None:
+    import pytest
+
+    from assembler.errors import InputError
+
+    record = with_request(make_record, budget={"max_bytes": -(10**5000)})
+    with pytest.raises(InputError) as caught:
+        parse_record(record)
+    assert_error(caught.value.error, "request.budget.max_bytes", "got an integer of about 5,000 digits")

@@ -219,7 +219,7 @@ def test_answers_and_evidence_never_reach_the_messages(
 
 
 BAD = [
-    ('{"case_id": "q1", "answers": ["Ottawa"]', "line 1: not JSON"),
+    ('{"case_id": "q1", "answers": ["Ottawa"]', "line 1: invalid JSON at column 40: Expecting ',' delimiter"),
     ('["q1", "Ottawa"]', "line 1: must be an object"),
     ('{"case_id": "q1", "answers": ["Ottawa"], "extra": 1}', "line 1: unknown field 'extra'"),
     ('{"answers": ["Ottawa"]}', "line 1: field case_id: must be a non-blank string"),
@@ -229,7 +229,9 @@ BAD = [
     ('{"case_id": "q1", "answers": ["Ottawa", 1]}', "line 1: case 'q1': field answers[1]: must be a non-blank"),
     ('{"case_id": "q1", "answers": ["Ottawa"], "case_id": "q2"}', "line 1: field case_id: "),
     ('{"case_id": "q1", "answers": ["Ottawa", "The !"]}', "case 'q1': field answers[1]: must not be empty after"),
-    ('{"case_id": "q1", "answers": [1e999]}', "line 1: not JSON"),
+    ('{"case_id": "q1", "answers": [1e999]}', "line 1: field answers[0]: number out of range"),
+    ('{"case_id": "q1", "answers": ["\\ud800"]}', "line 1: field answers[0]: is not valid Unicode"),
+    ('{"case_id": "q1", "answers": ["Ottawa"], "x": 1, "x": 2}', "line 1: field x: duplicate field"),
     ('{"case_id": "nope", "answers": ["Ottawa"]}', "no line names a case of the eval file"),
 ]
 

@@ -90,7 +90,7 @@ def test_blank_lines_are_skipped_anywhere_and_crlf_is_tolerated() -> None:
         ((), "e.jsonl: empty file: expected a taguru_eval header line"),
         (("  ",), "e.jsonl: empty file: expected a taguru_eval header line"),
         ((HEADER,), "e.jsonl: no cases: expected at least one case line after the header"),
-        (("{nope",), "e.jsonl: line 1: not JSON: "),
+        (("{nope",), "e.jsonl: line 1: invalid JSON at column 2: "),
         (('{"taguru_eval":2}',), "e.jsonl: line 1: taguru_eval must be 1, got 2"),
         (('{"taguru_eval":"1"}',), "e.jsonl: line 1: not a valid eval header: taguru_eval: must be a non-negative"),
         (('{"name":"x"}',), "e.jsonl: line 1: not a valid eval header: taguru_eval: is required but missing"),
@@ -107,9 +107,9 @@ def test_file_and_header_rules(lines: tuple[str, ...], message: str) -> None:
 @pytest.mark.parametrize(
     ("case", "message"),
     [
-        ("[1,", "line 2: not JSON: "),
-        ('{"case_id":"c","query":NaN}', "line 2: not JSON: NaN is not a JSON number"),
-        ('{"case_id":"c","query":"q","options":{"floor":1e400}}', "line 2: not JSON: number out of range"),
+        ("[1,", "line 2: invalid JSON at column 4: "),
+        ('{"case_id":"c","query":NaN}', "line 2: query: must be a finite number (NaN is not a JSON number)"),
+        ('{"case_id":"c","query":"q","options":{"floor":1e400}}', "line 2: options.floor: number out of range"),
         ("[]", "line 2: not a valid eval case: : must be an object"),
         ({"query": "q"}, "line 2: not a valid eval case: case_id: is required but missing"),
         ({"case_id": "c"}, "line 2: not a valid eval case: query: is required but missing"),
@@ -150,7 +150,7 @@ def test_file_and_header_rules(lines: tuple[str, ...], message: str) -> None:
         ({**CASE, "options": {"limt": 3}}, "line 2: not a valid eval case: options.limt: unknown field"),
         ({**CASE, "options": {"limit": 2.0}}, "line 2: not a valid eval case: options.limit: must be a non-negative"),
         ({**CASE, "options": None}, "line 2: not a valid eval case: options: must be an object, got null"),
-        ('{"case_id":"c","query":"q","query":"r"}', "line 2: not a valid eval case: query: duplicate field"),
+        ('{"case_id":"c","query":"q","query":"r"}', "line 2: query: duplicate field"),
         ({**CASE, "expected_labels": "l"}, "line 2: case 'c1': expected_labels: must be an array of strings"),
         ({**CASE, "expected_associations": 42}, "line 2: case 'c1': expected_associations: must be an array"),
         (

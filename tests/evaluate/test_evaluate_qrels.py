@@ -140,13 +140,14 @@ def test_queries_on_one_side_only_are_left_out_with_a_warning(tmp_path: Path) ->
     [
         ("", "empty file: expected BEIR queries"),
         ('{"_id": "q1", "text": "x"}\n[1]\n', "line 2: a BEIR query line must be a JSON object"),
-        ('{"_id": "q1", "text": "x"\n', "line 1: not JSON: Expecting ',' delimiter"),
+        ('{"_id": "q1", "text": "x"\n', "line 1: invalid JSON at column 26: Expecting ',' delimiter"),
         ('{"text": "x"}\n', "line 1: _id is required: a non-empty string (or an integer)"),
         ('{"_id": true, "text": "x"}\n', "line 1: _id is required"),
         ('{"_id": "q1"}\n', "line 1: query 'q1': text is required: a string"),
         ('{"_id": "q1", "text": "  "}\n', "line 1: query 'q1': text must not be empty"),
         ('{"_id": "q1", "_id": "q2", "text": "x"}\n', "line 1: _id: "),
-        ('{"_id": "q1", "text": NaN}\n', "line 1: not JSON"),
+        ('{"_id": "q1", "text": NaN}\n', "line 1: text: must be a finite number (NaN is not a JSON number)"),
+        ('{"_id": "q1", "text": "x", "metadata": {"a": 1, "a": 2}}\n', "line 1: metadata.a: duplicate field"),
         (
             '{"_id": "q1", "text": "x"}\n{"_id": "q1", "text": "y"}\n',
             "line 2: duplicate query id 'q1' (first at line 1)",

@@ -50,8 +50,14 @@ def test_a_full_file_loads_and_hashes_its_raw_bytes(tmp_path: Path) -> None:
         ({"aggregate": {}}, "taguru_evaluate_thresholds must be 1, got nothing (the key is missing)"),
         ({"taguru_evaluate_thresholds": True}, "taguru_evaluate_thresholds must be 1, got true"),
         ("[1]", "must be a JSON object, got an array"),
-        ('{"taguru_evaluate_thresholds": 1,', "line 1 column 34: Expecting property name enclosed in double quotes"),
-        ('{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.ndcg": {"min": 1e400}}}', "number out of range"),
+        (
+            '{"taguru_evaluate_thresholds": 1,',
+            "invalid JSON at column 34: Expecting property name enclosed in double quotes",
+        ),
+        (
+            '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.ndcg": {"min": 1e400}}}',
+            "aggregate.recall.ndcg.min: number out of range (beyond what an f64 holds)",
+        ),
     ],
 )
 def test_errors_reported_alone(tmp_path: Path, value: Any, message: str) -> None:

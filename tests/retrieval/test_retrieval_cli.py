@@ -38,7 +38,7 @@ def _eval(tmp_path: Path) -> Path:
     [
         ('{"source":"a","paragraph":0}', "corpus.jsonl:1: text: is required"),
         ('{"source":"a","paragraph":-1,"text":"x"}', "corpus.jsonl:1: paragraph: must be an integer"),
-        ('{"source":"a","paragraph":0,"text":"x","colour":1}', "corpus.jsonl:1: unknown key 'colour'"),
+        ('{"source":"a","paragraph":0,"text":"x","colour":1}', "corpus.jsonl:1: colour: unknown key"),
         ('{"source":"a","paragraph":0,"text":"x"}\n{"source":"a","paragraph":0,"text":"y"}', "duplicate paragraph 0"),
         ("[1]", "corpus.jsonl:1: must be a JSON object"),
     ],

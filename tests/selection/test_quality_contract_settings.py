@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from assembler.errors import UsageError
 from assembler.pipeline import assemble_records
 from assembler.run.outputs import package_line
 from assembler.selection import CONTRACT
@@ -115,9 +116,11 @@ def test_a_reorder_is_applied_the_same_way() -> None:
     reordered = packages(GENERATED, reorders=reorders)
     assert reordered != packages(GENERATED)  # the reorder takes effect
     assert packages(GENERATED, CONTRACT_SETTINGS, reorders=reorders) == reordered
-    # An invalid permutation (one index short) is ignored by both alike.
+    # An invalid permutation (one index short) is refused by both alike.
     short = {qid: order[1:] for qid, order in reorders.items()}
-    assert packages(GENERATED, CONTRACT_SETTINGS, reorders=short) == packages(GENERATED)
+    for policy in (CONTRACT_SETTINGS, CONTRACT):
+        with pytest.raises(UsageError, match="must be a permutation of the query's survivors: has"):
+            packages(GENERATED, policy, reorders=short)
 
 
 def test_the_templated_pool_matches_the_contract_policy() -> None:

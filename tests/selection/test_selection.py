@@ -276,10 +276,22 @@ def test_diversity_tiering_remembers_a_source_seen_in_an_earlier_tier() -> None:
     assert [i["passage"]["source"] for i in package["items"]] == ["alpha", "beta", "gamma", "alpha"]
 
 
-@pytest.mark.parametrize("order", [[0, 1], [0, 1, 99], [0, 0, 1]])
-def test_an_invalid_reorder_permutation_falls_back_to_the_unreordered_order(order: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("order", "rule"),
+    [
+        ([0, 1], "has 2 indices for 3 survivors"),
+        ([0, 1, 99], r"index 99 is out of range \(0 to 2\)"),
+        ([0, 0, 1], "index 0 appears twice"),
+    ],
+)
+def test_an_invalid_reorder_permutation_is_the_callers_usage_error(order: list[int], rule: str) -> None:
+    """A fixed permutation from the API is the caller's data: an invalid one is refused (the HTTP
+    reranker's invalid answer falls back instead, as ``invalid_permutation``)."""
+    from assembler import UsageError
+
     lanes = {"graph_activate": [act(assoc(s, "l", "o")) for s in ("s1", "s2", "s3")]}
-    assert run(lanes, reorder=order) == run(lanes)
+    with pytest.raises(UsageError, match=rf"^reorders\['q'\] must be a permutation of the query's survivors: {rule}$"):
+        run(lanes, reorder=order)
 
 
 def test_a_reversing_reorder_reverses_admission_order() -> None:

@@ -65,3 +65,32 @@ def test_a_reranker_sees_requested_queries_only_and_its_order_and_plan_are_used(
 def test_without_a_reranker_a_requested_rerank_reports_not_configured() -> None:
     package = json.loads(assemble_batch([record("q", True)]).packages[0])
     assert package["plan"]["reranker"] == {"configured": False, "ran": False, "reason": "not_configured"}
+
+
+def test_permutation_problem_names_each_rule() -> None:
+    from assembler.stages.reorder import permutation_problem
+
+    assert permutation_problem([2, 0, 1], 3) is None
+    assert permutation_problem([], 0) is None
+    assert permutation_problem([0, 1], 3) == "has 2 indices for 3 survivors"
+    assert permutation_problem([0, 1, 3], 3) == "index 3 is out of range (0 to 2)"
+    assert permutation_problem([0, -1, 1], 3) == "index -1 is out of range (0 to 2)"
+    assert permutation_problem([1, 1, 0], 3) == "index 1 appears twice"
+
+
+def test_a_fixed_order_is_checked_against_the_survivors_and_refused_naming_the_query() -> None:
+    """Two queries; the second's fixed order is one index short: the UsageError names it, and a
+    valid order for the first is applied as before."""
+    import pytest
+
+    from assembler import UsageError
+
+    records = [parse_record(record("ok", rerank=False)), parse_record(record("short", rerank=False))]
+    reversed_first = assemble_records(records[:1], reorders={"ok": [3, 2, 1, 0]}).packages
+    assert reversed_first != assemble_records(records[:1]).packages
+    with pytest.raises(UsageError) as caught:
+        assemble_records(records, reorders={"ok": [3, 2, 1, 0], "short": [2, 1, 0]})
+    assert (
+        str(caught.value)
+        == "reorders['short'] must be a permutation of the query's survivors: has 3 indices for 4 survivors"
+    )
