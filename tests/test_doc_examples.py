@@ -99,7 +99,12 @@ def _environment() -> dict[str, str]:
 
 def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", "-c", script], cwd=cwd, env=_environment(), capture_output=True, text=True, timeout=TIMEOUT,
+        ["bash", "-c", script],
+        cwd=cwd,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
         stdin=subprocess.DEVNULL,
     )
 

@@ -99,7 +99,7 @@ def test_a_closed_stdout_for_a_summary_is_reported_after_the_artifact_is_written
 def test_a_closed_stdin_read_as_input_fails_in_one_line(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     done = run(["assemble", "-", "-o", out], close="0")
-    assert done.returncode == 1
+    assert done.returncode == 2  # an input that cannot be read, as for a file
     assert "Bad file descriptor" in one_error_line(done.stderr)
     assert not out.exists()
 
