@@ -42,7 +42,15 @@ from assembler.retrieval.build import Settings, citation_entries, passage_hit, r
 from assembler.retrieval.graph import TripleGraph
 from assembler.retrieval.hybrid import FusedHit, RankedEntry, fuse_ranked
 from assembler.retrieval.inputs import Fact, Paragraph, read_facts
-from assembler.run.io import RawRecord, check_unique_columns, is_parquet, parquet_batches, row_text
+from assembler.run.io import (
+    SNIFF_BYTES,
+    RawRecord,
+    check_json_lines,
+    check_unique_columns,
+    is_parquet,
+    parquet_batches,
+    row_text,
+)
 from assembler.run.outputs import Rejects, run_outputs
 from assembler.run.paths import refuse_same_files
 from assembler.run.paths import shown as shown_path
@@ -1037,9 +1045,12 @@ def _read_corpus(
 ) -> _Corpus:
     name = shown_path(path)
     with open(plain, "rb") as handle:
-        parquet = handle.read(4) == b"PAR1"
+        head = handle.read(SNIFF_BYTES)
+    parquet = head.startswith(b"PAR1")
     if settings.corpus_format is not None:
         parquet = settings.corpus_format == "parquet"
+    if not parquet:
+        check_json_lines(head, name)  # as every JSON Lines input: not binary, not one JSON document
 
     def refuse(problem: _Problem, text: str) -> None:
         _reject(rejects, name, problem, text, id_name="doc_id")

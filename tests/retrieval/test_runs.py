@@ -374,6 +374,24 @@ def test_a_json_run_of_the_wrong_shape_stops_even_when_skipping(
 
 
 @pytest.mark.parametrize(
+    ("corpus", "message"),
+    [
+        (json.dumps(CORPUS), "corpus.jsonl:1: not JSON Lines: a JSON array; the input holds one JSON object per line"),
+        ("".join(json.dumps(doc, indent=1) + "\n" for doc in CORPUS), "corpus.jsonl:1: not JSON Lines: an object"),
+    ],
+    ids=["array", "pretty"],
+)
+def test_a_corpus_that_is_a_json_document_is_refused_whole_as_every_json_lines_input(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str], corpus: str, message: str
+) -> None:
+    _write(files["corpus"], corpus)
+    assert main(_args(files, "--on-error", "skip")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("assembler: error: ") and message in err and err.count("\n") == 1, err
+    assert not files["out"].exists()
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("qid,docid,score\nq1,d2,12.5\nq1,d1\nq2,d4,7\n", "bm25.csv:3: has 2 fields, the header 3"),
