@@ -134,10 +134,36 @@ def parse_json(text: str) -> Any:
 
 
 def syntax_rule(exc: json.JSONDecodeError, text: str) -> str:
-    """The rule of a syntax error: ``invalid JSON at column C: msg`` (``at line L column C`` when
-    the document spans lines)."""
-    where = f"line {exc.lineno} column {exc.colno}" if "\n" in text.rstrip("\r\n") else f"column {exc.colno}"
-    return f"invalid JSON at {where}: {exc.msg}"
+    """The rule of a syntax error, a whole sentence: ``invalid JSON at column C: what`` (``at line
+    L column C`` when the document spans lines). ``what`` is the parser's message, completed where
+    it breaks off (``Unterminated string starting at``), and saying so when the text ends before
+    its object or array closes: a line cut short.
+
+    >>> syntax_rule(json.JSONDecodeError("Expecting ',' delimiter", '{"a": 1', 7), '{"a": 1')
+    "invalid JSON at column 8: Expecting ',' delimiter; the line ends before the object is closed (cut short?)"
+    >>> syntax_rule(json.JSONDecodeError("Unterminated string starting at", '"b', 0), '"b')
+    'invalid JSON at column 1: Unterminated string starting there: the line ends before its closing quote (cut short?)'
+    """
+    several = "\n" in text.rstrip("\r\n")
+    where = f"line {exc.lineno} column {exc.colno}" if several else f"column {exc.colno}"
+    return f"invalid JSON at {where}: {_syntax_what(exc, text, 'text' if several else 'line')}"
+
+
+def _syntax_what(exc: json.JSONDecodeError, text: str, unit: str) -> str:
+    """``exc.msg`` as a whole sentence (the position is said before it)."""
+    if exc.msg.startswith("Unterminated string"):  # the text ended inside the string
+        return f"Unterminated string starting there: the {unit} ends before its closing quote (cut short?)"
+    if exc.msg.startswith("Invalid control character"):
+        return "Invalid control character in a string (JSON writes it escaped, as \\n or \\u001b)"
+    if exc.msg == "Extra data":
+        return f"Extra data after the JSON value (one JSON value per {unit})"
+    body = text.strip()
+    if not body:
+        return f"{exc.msg}: the text is empty"
+    kind = {"{": ("object", "}"), "[": ("array", "]")}.get(body[0])
+    if kind is not None and (not body.endswith(kind[1]) or not text[exc.pos :].strip()):  # ends open, or at the error
+        return f"{exc.msg}; the {unit} ends before the {kind[0]} is closed (cut short?)"
+    return exc.msg
 
 
 # A ``\u`` escape of a surrogate: the only way a lone surrogate gets into text decoded from UTF-8.

@@ -3,7 +3,8 @@
 **Qrels** (detected by content, gzip detected by its magic bytes): TREC ``qid iter docid rel``
 (whitespace separated, ``iter`` ignored as trec_eval ignores it) or BEIR ``qrels/*.tsv``
 (``query-id<TAB>corpus-id<TAB>score`` with that header line). **Queries**: BEIR ``queries.jsonl``
-(one object per line with ``_id`` and ``text``, other keys ignored) or TSV ``qid<TAB>text``.
+(one object per line with ``_id`` and ``text``, other keys ignored) or TSV ``qid<TAB>text``, read
+by :func:`assembler.run.queries.read_queries` as ``lanes from-runs`` reads them.
 
 How a qrels file becomes the cases of :mod:`assembler.evaluate.loader` (one rule per choice; the
 documented list is ``docs/evaluate.md``, "Standard labelled sets"):
@@ -47,13 +48,12 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from assembler.contract.jsoninput import read_json
 from assembler.contract.text import is_blank
-from assembler.contract.wire import ShapeError, check_duplicates
 from assembler.errors import shown
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import MAX_LIMIT, CaseOptions, EvalCase, EvalSet, ExpectedSource
 from assembler.run.paths import shown as shown_path
+from assembler.run.queries import read_queries
 
 __all__ = [
     "BEIR_HEADER",
@@ -189,61 +189,6 @@ def parse_qrels(text: str, path: str) -> Qrels:
     return Qrels(path=path, format="beir" if beir else "trec", judgments=judgments, lines=first_lines)
 
 
-# unify with the lanes from-runs reader
-def _read_queries(path: str) -> dict[str, str]:
-    """Query texts by id from BEIR ``queries.jsonl`` or TSV ``qid<TAB>text`` (by the first line:
-    ``{`` starts JSON Lines). Ids are taken exactly; a JSON ``_id`` may
-    be a string or an integer (written in decimal)."""
-    name = shown_path(path)
-    lines = _lines(_read_text(path))
-    if not lines:
-        raise EvaluateError(f"{name}: empty file: expected BEIR queries (JSON Lines) or 'qid<TAB>text' lines")
-    jsonl = lines[0][1].lstrip().startswith("{")
-    texts: dict[str, str] = {}
-    first: dict[str, int] = {}
-    for number, line in lines:
-        where = f"{name}: line {number}"
-        qid, text = _query_line(line, where) if jsonl else _tsv_query(line, where)
-        if is_blank(text):
-            raise EvaluateError(f"{where}: query '{shown(qid)}': text must not be empty")
-        if qid in first:
-            raise EvaluateError(f"{where}: duplicate query id '{shown(qid)}' (first at line {first[qid]})")
-        first[qid] = number
-        texts[qid] = text
-    return texts
-
-
-def _query_line(line: str, where: str) -> tuple[str, str]:
-    try:
-        value = read_json(line.strip())  # the strict reader of every input: no repeated key, no lone surrogate
-    except ShapeError as exc:
-        raise EvaluateError(f"{where}: {exc.path}: {exc.rule}" if exc.path else f"{where}: {exc.rule}") from None
-    if not isinstance(value, dict):
-        raise EvaluateError(f"{where}: a BEIR query line must be a JSON object with '_id' and 'text'")
-    try:
-        check_duplicates(value, ("_id", "text"), "")
-    except ShapeError as exc:
-        raise EvaluateError(f"{where}: {exc.path}: {exc.rule}") from None
-    qid = value.get("_id")
-    if isinstance(qid, int) and not isinstance(qid, bool):
-        qid = str(qid)
-    if not isinstance(qid, str) or is_blank(qid):
-        raise EvaluateError(f"{where}: _id is required: a non-empty string (or an integer)")
-    text = value.get("text")
-    if not isinstance(text, str):
-        raise EvaluateError(f"{where}: query '{shown(qid)}': text is required: a string")
-    return qid, text
-
-
-def _tsv_query(line: str, where: str) -> tuple[str, str]:
-    qid, tab, text = line.partition("\t")
-    if not tab:
-        raise EvaluateError(f"{where}: expected 'qid<TAB>text' (no tab on the line)")
-    if is_blank(qid):
-        raise EvaluateError(f"{where}: the query id must not be empty")
-    return qid, text
-
-
 def _some(ids: Sequence[str]) -> str:
     listed = ", ".join(f"'{shown(qid)}'" for qid in ids[:_SHOWN_IDS])
     return listed + (f" and {len(ids) - _SHOWN_IDS} more" if len(ids) > _SHOWN_IDS else "")
@@ -251,11 +196,13 @@ def _some(ids: Sequence[str]) -> str:
 
 def load_qrels_set(qrels_path: str, queries_path: str, limit: int | None = None) -> QrelsSet:
     """The cases of ``qrels_path`` joined to the texts of ``queries_path`` (module docstring's rules);
-    ``limit`` (1..=1000, default 10) is every case's ``options.limit``."""
+    ``limit`` (1..=1000, default 10) is every case's ``options.limit``. A bad query line is the
+    :class:`~assembler.errors.InputError` of :func:`~assembler.run.queries.read_queries` (a file
+    that holds no queries, its :class:`~assembler.errors.UsageError`)."""
     if limit is not None and not 1 <= limit <= MAX_LIMIT:
         raise EvaluateError(f"limit must be 1..={MAX_LIMIT}, got {limit}")
     qrels = load_qrels(qrels_path)
-    texts = _read_queries(queries_path)
+    texts = dict(read_queries(queries_path))  # the one query-file reader (lanes from-runs, lanes build)
     qname, tname = shown_path(qrels_path), shown_path(queries_path)
     cases = []
     untexted = []

@@ -42,7 +42,15 @@ from assembler.retrieval.build import Settings, citation_entries, passage_hit, r
 from assembler.retrieval.graph import TripleGraph
 from assembler.retrieval.hybrid import FusedHit, RankedEntry, fuse_ranked
 from assembler.retrieval.inputs import Fact, Paragraph, read_facts
-from assembler.run.io import RawRecord, check_unique_columns, is_parquet, parquet_batches, row_text
+from assembler.run.io import (
+    SNIFF_BYTES,
+    RawRecord,
+    check_json_lines,
+    check_unique_columns,
+    is_parquet,
+    parquet_batches,
+    row_text,
+)
 from assembler.run.outputs import Rejects, run_outputs
 from assembler.run.paths import refuse_same_files
 from assembler.run.paths import shown as shown_path
@@ -584,6 +592,7 @@ class _JsonRun:
         self.decoder = json.JSONDecoder(parse_constant=float)
         self._line = 1
         self._seen = 0
+        self.at = 0  # the cursor of :meth:`members`
 
     def line_at(self, position: int) -> int:
         self._line += self.text.count("\n", self._seen, position)
@@ -616,57 +625,53 @@ class _JsonRun:
         except (ValueError, RecursionError):  # JSONDecodeError, or an integer of over 4,300 digits
             raise self.fail(position, "a value is not valid JSON") from None
 
+    def members(self, after: str) -> Iterator[tuple[int, str]]:
+        """``(line, key)`` of every member of the object whose ``{`` is at the cursor (``at``),
+        which is left at the member's value: the caller moves it past the value before the next
+        member is read. Both levels of the run are read by this one loop."""
+        self.at = self.skip(self.at + 1)
+        if self.text[self.at : self.at + 1] == "}":
+            self.at += 1
+            return
+        while True:
+            line = self.line_at(self.at)
+            key, self.at = self.key(self.at)
+            yield line, key
+            self.at = self.skip(self.at)
+            mark = self.text[self.at : self.at + 1]
+            if mark == "}":
+                self.at += 1
+                return
+            if mark != ",":
+                raise self.fail(self.at, f"expected ',' or '}}' {after}")
+            self.at = self.skip(self.at + 1)
+
     def entries(self) -> Iterator[tuple[int, str, str | None, Any, str]]:
         """``(line, qid, docid, score, record text)``; docid ``None`` for a query whose value is
         not an object (score then holds the rule)."""
-        at = self.skip(0)
-        if self.text[at : at + 1] != "{":
-            raise self.fail(at, "the file must hold one JSON object")
-        at = self.skip(at + 1)
-        if self.text[at : at + 1] == "}":
-            at += 1
-        else:
-            while True:
-                qid, at = self.key(at)
-                if self.text[at : at + 1] != "{":
-                    start = at
-                    _, at = self.value(at)
-                    record = encodable(f"{{{json.dumps(qid, ensure_ascii=False)}:{self.text[start:at]}}}")
-                    yield self.line_at(start), qid, None, "must be an object {docid: score}", record
-                else:
-                    at = self.skip(at + 1)
-                    if self.text[at : at + 1] == "}":
-                        at += 1
-                    else:
-                        while True:
-                            line = self.line_at(at)
-                            docid, at = self.key(at)
-                            start = at
-                            score, at = self.value(at)
-                            record = encodable(
-                                f"{{{json.dumps(qid, ensure_ascii=False)}:"
-                                f"{{{json.dumps(docid, ensure_ascii=False)}:{self.text[start:at]}}}}}"
-                            )
-                            yield line, qid, docid, score, record
-                            at = self.skip(at)
-                            if self.text[at : at + 1] == ",":
-                                at = self.skip(at + 1)
-                                continue
-                            if self.text[at : at + 1] == "}":
-                                at += 1
-                                break
-                            raise self.fail(at, "expected ',' or '}' in a query's object")
-                at = self.skip(at)
-                if self.text[at : at + 1] == ",":
-                    at = self.skip(at + 1)
-                    continue
-                if self.text[at : at + 1] == "}":
-                    at += 1
-                    break
-                raise self.fail(at, "expected ',' or '}' after a query")
-        at = self.skip(at)
-        if at != len(self.text):
-            raise self.fail(at, "text after the object (one JSON object per file, not JSON Lines)")
+        self.at = self.skip(0)
+        if self.text[self.at : self.at + 1] != "{":
+            raise self.fail(self.at, "the file must hold one JSON object")
+        for _, qid in self.members("after a query"):
+            start = self.at
+            if self.text[start : start + 1] != "{":
+                _, self.at = self.value(start)
+                record = _entry_text(qid, None, self.text[start : self.at])
+                yield self.line_at(start), qid, None, "must be an object {docid: score}", record
+                continue
+            for line, docid in self.members("in a query's object"):
+                start = self.at
+                score, self.at = self.value(start)
+                yield line, qid, docid, score, _entry_text(qid, docid, self.text[start : self.at])
+        self.at = self.skip(self.at)
+        if self.at != len(self.text):
+            raise self.fail(self.at, "text after the object (one JSON object per file, not JSON Lines)")
+
+
+def _entry_text(qid: str, docid: str | None, value: str) -> str:
+    """One entry of a JSON run as the errors file shows it: ``{qid: value}`` or ``{qid: {docid: value}}``."""
+    inner = value if docid is None else f"{{{json.dumps(docid, ensure_ascii=False)}:{value}}}"
+    return encodable(f"{{{json.dumps(qid, ensure_ascii=False)}:{inner}}}")
 
 
 def _read_json_run(run: Run, plain: str, sink: _RowSink) -> _RunFile:
@@ -1037,9 +1042,12 @@ def _read_corpus(
 ) -> _Corpus:
     name = shown_path(path)
     with open(plain, "rb") as handle:
-        parquet = handle.read(4) == b"PAR1"
+        head = handle.read(SNIFF_BYTES)
+    parquet = head.startswith(b"PAR1")
     if settings.corpus_format is not None:
         parquet = settings.corpus_format == "parquet"
+    if not parquet:
+        check_json_lines(head, name)  # as every JSON Lines input: not binary, not one JSON document
 
     def refuse(problem: _Problem, text: str) -> None:
         _reject(rejects, name, problem, text, id_name="doc_id")

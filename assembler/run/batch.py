@@ -50,6 +50,7 @@ from assembler.run.io import (
     open_input,
     parquet_pieces,
     parquet_record,
+    refuse_folder,
     row_sizes,
     row_text,
     stream_lines,
@@ -527,6 +528,7 @@ def _file_tables_of(
     paths: Sequence[str], rows: int, max_bytes: int | None, max_record_bytes: int
 ) -> Iterator[pa.Table]:
     for path in paths:
+        refuse_folder(path)
         if path != "-" and is_parquet(path):
             try:
                 handle: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the with below

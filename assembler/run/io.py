@@ -8,7 +8,8 @@ a record longer than ``max_record_bytes``) becomes that record's
 
 Every JSON Lines input of every command is opened by :func:`open_input`: gzip and zstd are
 decompressed by their magic bytes, and a file that is something else (Parquet, another
-compression, binary) is a :class:`~assembler.errors.UsageError` naming what it is.
+compression, binary, a JSON array or pretty-printed JSON) is a
+:class:`~assembler.errors.UsageError` naming what it is.
 Writers are in :mod:`assembler.run.atomic`, the Parquet schemas in :mod:`assembler.run.schemas`.
 """
 
@@ -36,6 +37,7 @@ from assembler.contract.jsoninput import (  # the guarded JSON reader; re-export
     locate_refused_number,
     nesting_depth,
     parse_json,
+    syntax_rule,
     too_deep,
 )
 from assembler.contract.wire import ShapeError, non_finite_rule
@@ -49,17 +51,20 @@ __all__ = [
     "PARQUET_READ_BYTES",
     "PARQUET_READ_ROWS",
     "RESERVED_COLUMNS",
+    "SNIFF_BYTES",
     "InputStream",
     "Inputs",
     "NumberRefused",
     "Oversized",
     "RawRecord",
+    "check_json_lines",
     "check_max_record_bytes",
     "check_parquet_columns",
     "input_paths",
     "is_parquet",
     "memory_panics",
     "nesting_depth",
+    "not_json_lines",
     "open_input",
     "parquet_batches",
     "parquet_pieces",
@@ -67,6 +72,7 @@ __all__ = [
     "parse_json",
     "read_input",
     "read_raw",
+    "refuse_folder",
     "stream_lines",
     "table_rows",
     "too_deep",
@@ -185,11 +191,22 @@ def read_raw(
     file by :func:`open_input`). A record over ``max_record_bytes`` is an :class:`Oversized` error."""
     check_max_record_bytes(max_record_bytes)
     for path in paths:
+        refuse_folder(path)
         if path != STDIO and is_parquet(path):
             yield from _read_parquet(path, parquet_batch_rows, max_record_bytes)
             continue
         with open_input(path) as handle:
             yield from _read_jsonl(handle, handle.name_shown, max_record_bytes)
+
+
+def refuse_folder(path: str) -> None:
+    """A folder given as a lane dump is a :class:`UsageError` saying what to give (the local
+    engine reads files; ``assembler.run.ray.list_inputs`` takes a folder for its files)."""
+    if path != STDIO and os.path.isdir(path):
+        raise UsageError(
+            f"{shown(path)} is a directory: give a JSON Lines or Parquet file "
+            "(only assemble --engine ray reads a folder, as the files in it)"
+        )
 
 
 def _read_jsonl(stream: IO[bytes], name: str, max_record_bytes: int | None = None) -> Iterator[RawRecord]:
@@ -200,8 +217,9 @@ def _read_jsonl(stream: IO[bytes], name: str, max_record_bytes: int | None = Non
 # --- opening a JSON Lines input: compression and formats by their magic bytes -----------------------
 
 SNIFF_BYTES = 64 * 1024
-"""How much of a JSON Lines input (after decompression) is looked at for a NUL byte: JSON text never
-holds one (control characters in strings are escaped), so a NUL there means a binary file."""
+"""How much of a JSON Lines input (after decompression) is looked at before a line is read: for a NUL
+byte (JSON text never holds one: control characters in strings are escaped, so a NUL there means a
+binary file) and for the start of a JSON document (:func:`not_json_lines`)."""
 _READ = {b"\x1f\x8b": "gzip", b"\x28\xb5\x2f\xfd": "zstd"}
 _REFUSED = (
     (b"PAR1", "is a Parquet file, not JSON Lines (name it .parquet)"),
@@ -269,23 +287,26 @@ def _read_up_to(stream: Any, size: int) -> bytes:
     return b"".join(parts)
 
 
-def open_input(path: str) -> InputStream:
+def open_input(path: str, *, json_lines: bool = True) -> InputStream:
     """Open a JSON Lines input for reading its lines; ``-`` is standard input (not closed after).
 
     gzip (``1f 8b``) and zstd (``28 b5 2f fd``) are decompressed as they are read, by Arrow's
     codecs (multi-member and multi-frame too; memory stays that of a block). Anything else that
     cannot be JSON Lines is a :class:`UsageError` before a line is read: a Parquet file, another
-    compression or archive format, or a file whose first 64 KiB (decompressed) hold a NUL byte
-    ("looks binary"). A file that cannot be opened or read is a :class:`UsageError` too.
+    compression or archive format, a file whose first 64 KiB (decompressed) hold a NUL byte
+    ("looks binary"), and a JSON document where lines were expected: a JSON array, or an object
+    split over lines (:func:`not_json_lines`). A file that cannot be opened or read is a
+    :class:`UsageError` too. With ``json_lines=False`` the file is only decompressed, whatever it
+    holds (a run or a corpus of any format, :func:`assembler.run.queries.plain_path`).
     """
     try:
-        return _open(path)
+        return _open(path, json_lines)
     except OSError as exc:
         where = shown(path) if path != STDIO else "<stdin>"
         raise UsageError(f"cannot read {where}: {exc.strerror or exc}") from None
 
 
-def _open(path: str) -> InputStream:
+def _open(path: str, json_lines: bool = True) -> InputStream:
     """:func:`open_input`, an ``OSError`` of opening or of the first read left as it is."""
     if path == STDIO:
         raw: Any = sys.stdin.buffer
@@ -294,25 +315,25 @@ def _open(path: str) -> InputStream:
         name, owned = shown(path), True
         raw = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with the returned stream
     try:
-        return _sniffed(raw, name, owned)
+        return _sniffed(raw, name, owned, json_lines)
     except BaseException:
         if owned:
             raw.close()
         raise
 
 
-def _sniffed(raw: Any, name: str, owned: bool) -> InputStream:
+def _sniffed(raw: Any, name: str, owned: bool, json_lines: bool) -> InputStream:
     """The stream of ``raw`` by its first bytes. A regular file is read from its start again after
     the look (a plain one is then a buffered reader of the file itself); a pipe gets the bytes
     looked at first."""
     seekable = owned and raw.seekable()
     magic = _read_up_to(raw, 8)
-    for prefix, what in _REFUSED:
+    for prefix, what in _REFUSED if json_lines else ():
         if magic.startswith(prefix):
             raise UsageError(f"{name} {what}")
     compression = next((kind for prefix, kind in _READ.items() if magic.startswith(prefix)), None)
     if compression is None:
-        head = magic + _read_up_to(raw, SNIFF_BYTES - len(magic))
+        head = (magic + _read_up_to(raw, SNIFF_BYTES - len(magic))) if json_lines else magic
     else:
         if seekable:
             raw.seek(0)
@@ -320,9 +341,8 @@ def _sniffed(raw: Any, name: str, owned: bool) -> InputStream:
         decompressed = pa.CompressedInputStream(pa.PythonFile(source, mode="r"), compression)
         raw = _Replay(decompressed, b"", name, compression, True)
         head = _read_up_to(raw, SNIFF_BYTES)
-    if b"\0" in head:
-        once = f" once {compression}-decompressed" if compression else ""
-        raise UsageError(f"{name} looks binary{once} (a NUL byte in its first 64 KiB): it is not JSON Lines")
+    if json_lines:
+        check_json_lines(head, name, compression)
     if compression is None and seekable:
         raw.seek(0)
         stream = InputStream(raw, 1 << 16)
@@ -330,6 +350,40 @@ def _sniffed(raw: Any, name: str, owned: bool) -> InputStream:
         stream = InputStream(_Replay(raw, head, name, compression, owned or compression is not None), 1 << 16)
     stream.name_shown, stream.compression = name, compression
     return stream
+
+
+def check_json_lines(head: bytes, name: str, compression: str | None = None) -> None:
+    """Refuse (:class:`UsageError`) an input named ``name`` whose first bytes (``head``, up to
+    :data:`SNIFF_BYTES`, decompressed) show it is not JSON Lines: a NUL byte, or a JSON document
+    (:func:`not_json_lines`)."""
+    if b"\0" in head:
+        once = f" once {compression}-decompressed" if compression else ""
+        raise UsageError(f"{name} looks binary{once} (a NUL byte in its first 64 KiB): it is not JSON Lines")
+    found = not_json_lines(head)
+    if found is not None:
+        line, what = found
+        raise UsageError(f"{name}:{line}: not JSON Lines: {what}; the input holds one JSON object per line")
+
+
+def not_json_lines(head: bytes) -> tuple[int, str] | None:
+    """``(line, what)`` when the first non-blank line of an input shows a JSON document where JSON
+    Lines were expected: a JSON array (the first non-blank byte is ``[``; a TSV line, which holds
+    a tab, is not one) or a pretty-printed object (the line is a lone ``{``). Only ``head`` is
+    looked at (a first line longer than it is judged by its start).
+
+    >>> not_json_lines(b'\\n[{"query_id": "q1"},\\n'), not_json_lines(b'{\\n  "query_id": "q1"\\n}\\n')
+    ((2, 'a JSON array'), (1, "an object split over lines? (the line is a lone '{', as pretty-printed JSON writes it)"))
+    >>> not_json_lines(b'{"query_id": "q1"}\\n'), not_json_lines(b'[q1]\\tWho?\\n')
+    (None, None)
+    """
+    body = head.lstrip(b" \t\r\n")
+    first = body.split(b"\n", 1)[0].rstrip(b" \t\r")
+    line = head.count(b"\n", 0, len(head) - len(body)) + 1
+    if first.startswith(b"[") and b"\t" not in first:
+        return line, "a JSON array"
+    if first == b"{":
+        return line, "an object split over lines? (the line is a lone '{', as pretty-printed JSON writes it)"
+    return None
 
 
 def read_input(path: str | os.PathLike[str], *, limit: int = MAX_DECOMPRESSED_WHOLE) -> bytes:
@@ -445,16 +499,12 @@ def line_record(name: str, number: int, raw: bytes) -> RawRecord:
     except NumberRefused:  # NaN, an infinity, a number out of range: find its field
         return RawRecord(name, number, None, text, _locate_number(text, name, number))
     except json.JSONDecodeError as exc:
-        return RawRecord(name, number, None, text, _invalid_json(name, number, f" at column {exc.colno}: {exc.msg}"))
+        return RawRecord(name, number, None, text, RecordError(name, number, None, "", syntax_rule(exc, text)))
     except MemoryError:
         raise
     except Exception as exc:  # last resort: a failure confined to one line is that line's error
         return RawRecord(name, number, None, text, unexpected_error(name, number, None, exc, "reading"))
     return RawRecord(name, number, value, text)
-
-
-def _invalid_json(name: str, number: int, where: str) -> RecordError:
-    return RecordError(name, number, None, "", f"invalid JSON{where}")
 
 
 def unexpected_error(file: str, line: int, query_id: str | None, exc: BaseException, doing: str) -> RecordError:

@@ -1,4 +1,4 @@
-"""Query files (BEIR ``queries.jsonl`` or TSV ``qid<TAB>text``) and reading gzipped inputs.
+"""Query files (BEIR ``queries.jsonl`` or TSV ``qid<TAB>text``) and compressed inputs made plain.
 
 Shared by ``lanes from-runs``, ``lanes build --queries`` and the evaluation harness's qrels
 input, so that every command reads a query file by one rule (docs/runs.md, "Queries"):
@@ -9,26 +9,24 @@ input, so that every command reads a query file by one rule (docs/runs.md, "Quer
 * **TSV**: ``qid<TAB>text`` a line, no header; the query id is the text before the first tab,
   the query everything after it (a later tab stays in the query).
 
-Blank lines are skipped; a query id may appear once. Every input may be gzipped: the first two
-bytes decide (:func:`open_input`, :func:`plain_path`), not the name.
+Blank lines are skipped; a query id may appear once. Every input may be gzip- or zstd-compressed:
+the magic bytes decide, not the name (:func:`~assembler.run.io.open_input`, :func:`plain_path`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import os
 import re
 import shutil
 import tempfile
-import zlib
 from collections.abc import Callable, Iterator
-from typing import IO, Literal
+from typing import Literal
 
 from assembler.contract.jsoninput import read_json
 from assembler.contract.wire import ShapeError
 from assembler.errors import InputError, RecordError, UsageError, encodable
-from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, Oversized, stream_lines
+from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, Oversized, open_input, stream_lines
 from assembler.run.paths import shown as shown_path
 
 __all__ = [
@@ -36,7 +34,6 @@ __all__ = [
     "Reject",
     "describe_trec_line",
     "input_lines",
-    "open_input",
     "plain_path",
     "read_queries",
 ]
@@ -45,67 +42,46 @@ QueriesFormat = Literal["beir", "tsv"]
 Reject = Callable[[RecordError, str], None]
 """What a reader does with a bad line in ``skip`` mode: the error and the line's text."""
 
-GZIP_MAGIC = b"\x1f\x8b"
-_DECOMPRESS_ERRORS = (gzip.BadGzipFile, EOFError, zlib.error)
-
-
-def _unreadable(path: str | os.PathLike[str], exc: BaseException) -> UsageError:
-    if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.strerror:
-        return UsageError(f"cannot read {shown_path(path)}: {exc.strerror}")
-    return UsageError(f"cannot read {shown_path(path)}: not a valid gzip file ({type(exc).__name__})")
-
-
-def _is_gzip(path: str | os.PathLike[str]) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(2) == GZIP_MAGIC
-    except OSError as exc:
-        raise _unreadable(path, exc) from None
-
-
-def open_input(path: str | os.PathLike[str]) -> IO[bytes]:
-    """The file's bytes, decompressed when it begins with gzip's magic bytes (whatever its name)."""
-    try:
-        if _is_gzip(path):
-            return gzip.GzipFile(path, "rb")  # type: ignore[return-value]  # a binary stream, as IO[bytes] means
-        return open(path, "rb")
-    except OSError as exc:
-        raise _unreadable(path, exc) from None
-
 
 @contextlib.contextmanager
 def plain_path(path: str | os.PathLike[str]) -> Iterator[str]:
-    """A path whose bytes are the input's, uncompressed: the file itself, or for a gzipped file a
-    decompressed copy in the temporary folder (removed on leaving), for readers that scan or seek."""
-    if not _is_gzip(path):
-        yield os.fspath(path)
-        return
-    handle, name = tempfile.mkstemp(prefix="assembler-", suffix=".plain")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            try:
-                with gzip.open(path, "rb") as source:
-                    shutil.copyfileobj(source, out, 1 << 20)
-            except (*_DECOMPRESS_ERRORS, OSError) as exc:
-                if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) and exc.filename == name:
-                    raise UsageError(f"cannot decompress {shown_path(path)}: {exc.strerror}") from None
-                raise _unreadable(path, exc) from None
+    """A path whose bytes are the input's, uncompressed: the file itself, or for a gzip or zstd
+    file (by its magic bytes, :func:`~assembler.run.io.open_input`) a decompressed copy in the
+    temporary folder (removed on leaving), for readers that scan or seek."""
+    with contextlib.ExitStack() as stack:
+        stream = stack.enter_context(open_input(os.fspath(path), json_lines=False))
+        if stream.compression is None:
+            stack.close()
+            yield os.fspath(path)
+            return
+        try:
+            handle, name = tempfile.mkstemp(prefix="assembler-", suffix=".plain")
+            stack.callback(_remove, name)
+            with os.fdopen(handle, "wb") as out:
+                shutil.copyfileobj(stream, out, 1 << 20)
+        except OSError as exc:  # the copy: a compressed stream that cannot be read is a UsageError already
+            raise UsageError(f"cannot decompress {shown_path(path)}: {exc.strerror or exc}") from None
+        stream.close()
         yield name
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(name)
 
 
 def input_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    """``(line number, bytes)`` of every non-blank line (``\\r\\n`` endings accepted), gzip or not."""
-    with open_input(path) as stream:
+    """``(line number, bytes)`` of every non-blank line (``\\r\\n`` endings accepted), opened as every
+    JSON Lines input is (:func:`~assembler.run.io.open_input`: gzip and zstd read, a file that
+    cannot be lines refused)."""
+    with open_input(os.fspath(path)) as stream:
         try:
             for number, line in stream_lines(stream, max_bytes=DEFAULT_MAX_RECORD_BYTES):
                 if isinstance(line, Oversized):  # skipped without being kept: memory stays bounded
                     raise UsageError(f"{shown_path(path)}:{number}: line is {line.size} bytes, over {line.limit}")
                 yield number, line
-        except (*_DECOMPRESS_ERRORS, OSError) as exc:
-            raise _unreadable(path, exc) from None
+        except OSError as exc:
+            raise UsageError(f"cannot read {shown_path(path)}: {exc.strerror or exc}") from None
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -190,7 +166,7 @@ def read_queries(
         seen[query_id] = number
         out.append((query_id, query))
     if first is None:
-        raise UsageError(f"{name}: no queries")
+        raise UsageError(f"{name}: no queries: expected BEIR queries (JSON Lines of _id, text) or qid<TAB>text lines")
     return out
 
 

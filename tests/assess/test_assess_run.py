@@ -120,7 +120,11 @@ def test_bad_record_after_written_chunks_leaves_no_output(
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        (b'{"run_id": "x",', "invalid JSON at column 16: Expecting property name enclosed in double quotes"),
+        (
+            b'{"run_id": "x",',
+            "invalid JSON at column 16: Expecting property name enclosed in double quotes; the line ends before the "
+            "object is closed (cut short?)",
+        ),
         (b'{"run_id": "\xff"}', "invalid UTF-8 at byte 12 of the line"),
         (b"[1]", "a run context must be a JSON object"),
         (b'{"raw_hits": []}', "field run_id: is required but missing"),

@@ -13,6 +13,7 @@ import pytest
 from evalkit import dumps, passage, record
 
 from assembler.cli import main
+from assembler.errors import AssemblerError
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import ExpectedSource
 from assembler.evaluate.qrels import load_qrels, load_qrels_set, parse_qrels, qrels_block, standard_scores
@@ -138,31 +139,32 @@ def test_queries_on_one_side_only_are_left_out_with_a_warning(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "empty file: expected BEIR queries"),
-        ('{"_id": "q1", "text": "x"}\n[1]\n', "line 2: a BEIR query line must be a JSON object"),
-        ('{"_id": "q1", "text": "x"\n', "line 1: invalid JSON at column 26: Expecting ',' delimiter"),
-        ('{"text": "x"}\n', "line 1: _id is required: a non-empty string (or an integer)"),
-        ('{"_id": true, "text": "x"}\n', "line 1: _id is required"),
-        ('{"_id": "q1"}\n', "line 1: query 'q1': text is required: a string"),
-        ('{"_id": "q1", "text": "  "}\n', "line 1: query 'q1': text must not be empty"),
-        ('{"_id": "q1", "_id": "q2", "text": "x"}\n', "line 1: _id: "),
-        ('{"_id": "q1", "text": NaN}\n', "line 1: text: must be a finite number (NaN is not a JSON number)"),
-        ('{"_id": "q1", "text": "x", "metadata": {"a": 1, "a": 2}}\n', "line 1: metadata.a: duplicate field"),
+        ("", ": no queries: expected BEIR queries"),
+        ('{"_id": "q1", "text": "x"}\n[1]\n', ":2: must be a JSON object"),
+        ('{"_id": "q1", "text": "x"\n', ":1: invalid JSON at column 26: Expecting ',' delimiter"),
+        ('{"text": "x"}\n', ":1: field _id: must be a non-blank string or an integer"),
+        ('{"_id": true, "text": "x"}\n', ":1: field _id: must be a non-blank string or an integer"),
+        ('{"_id": "q1"}\n', ":1: query_id 'q1' field text: must be a non-blank string"),
+        ('{"_id": "q1", "text": "  "}\n', ":1: query_id 'q1' field text: must be a non-blank string"),
+        ('{"_id": "q1", "_id": "q2", "text": "x"}\n', ":1: field _id: duplicate field"),
+        ('{"_id": "q1", "text": NaN}\n', ":1: field text: must be a finite number (NaN is not a JSON number)"),
+        ('{"_id": "q1", "text": "x", "metadata": {"a": 1, "a": 2}}\n', ":1: field metadata.a: duplicate field"),
         (
             '{"_id": "q1", "text": "x"}\n{"_id": "q1", "text": "y"}\n',
-            "line 2: duplicate query id 'q1' (first at line 1)",
+            ":2: query_id 'q1' field _id: repeated query id (first at line 1)",
         ),
-        ("q1 what\n", "line 1: expected 'qid<TAB>text' (no tab on the line)"),
-        ("\tx\n", "line 1: the query id must not be empty"),
+        ("q1 what\n", ":1: must be qid<TAB>text (no tab in the line)"),
+        ("\tx\n", ":1: field qid: must not be blank"),
     ],
 )
 def test_bad_queries_are_refused_with_file_and_line(tmp_path: Path, text: str, message: str) -> None:
+    """The queries file is read by the shared reader of lanes from-runs (run/queries.py): its
+    messages, each naming the file and line."""
     qrels = write(tmp_path / "q.txt", "q1 0 d 1\n")
     queries = write(tmp_path / "queries.txt", text)
-    with pytest.raises(EvaluateError) as caught:
+    with pytest.raises(AssemblerError) as caught:
         load_qrels_set(str(qrels), str(queries))
-    assert caught.value.lines[0].startswith(f"{queries}: ")
-    assert message in caught.value.lines[0]
+    assert str(caught.value).startswith(f"{queries}{message}")
 
 
 def test_no_common_query_is_an_error(tmp_path: Path) -> None:
@@ -325,6 +327,25 @@ def test_bad_qrels_exit_2_with_one_line_and_nothing_written(tmp_path: Path, caps
     assert run("--qrels", qrels, "--queries", queries, "--lanes", lanes, "--out", out) == 2
     err = capsys.readouterr().err
     assert err == f"assembler: error: {qrels}: line 2: rel must be an integer, got 'yes'\n"
+    assert not out.exists()
+
+
+def test_queries_are_read_as_lanes_from_runs_reads_them_a_qrels_file_given_as_queries_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One query-file reader for every command: a qrels file given as --queries says what it is,
+    and a bad line is one located line, exit 2, no artifact."""
+    qrels = write(tmp_path / "q.txt", "q1 0 d1 1\n")
+    lanes = write(tmp_path / "lanes.jsonl", dumps(record("q1", [passage("d1", 0)])) + "\n")
+    out = tmp_path / "r.json"
+    assert run("--qrels", qrels, "--queries", qrels, "--lanes", lanes, "--out", out) == 2
+    assert capsys.readouterr().err == (
+        f"assembler: error: {qrels} is not a query file: its first line is a TREC qrels line (qid 0 docid relevance)\n"
+    )
+    queries = write(tmp_path / "t.jsonl", '{"_id": "q1", "text": "x"}\n{"_id": "q1", "text": "y"}\n')
+    assert run("--qrels", qrels, "--queries", queries, "--lanes", lanes, "--out", out) == 2
+    err = capsys.readouterr().err
+    assert err == f"assembler: error: {queries}:2: query_id 'q1' field _id: repeated query id (first at line 1)\n"
     assert not out.exists()
 
 

@@ -52,7 +52,8 @@ def test_a_full_file_loads_and_hashes_its_raw_bytes(tmp_path: Path) -> None:
         ("[1]", "must be a JSON object, got an array"),
         (
             '{"taguru_evaluate_thresholds": 1,',
-            "invalid JSON at column 34: Expecting property name enclosed in double quotes",
+            "invalid JSON at column 34: Expecting property name enclosed in double quotes; the line ends before the "
+            "object is closed (cut short?)",
         ),
         (
             '{"taguru_evaluate_thresholds": 1, "aggregate": {"recall.ndcg": {"min": 1e400}}}',

@@ -40,7 +40,8 @@ def _eval(tmp_path: Path) -> Path:
         ('{"source":"a","paragraph":-1,"text":"x"}', "corpus.jsonl:1: paragraph: must be an integer"),
         ('{"source":"a","paragraph":0,"text":"x","colour":1}', "corpus.jsonl:1: colour: unknown key"),
         ('{"source":"a","paragraph":0,"text":"x"}\n{"source":"a","paragraph":0,"text":"y"}', "duplicate paragraph 0"),
-        ("[1]", "corpus.jsonl:1: must be a JSON object"),
+        ('{"source":"a","paragraph":0,"text":"x"}\n[1]', "corpus.jsonl:2: must be a JSON object, got an array"),
+        ("[1]", "corpus.jsonl:1: not JSON Lines: a JSON array; the input holds one JSON object per line"),
     ],
 )
 def test_bad_corpus_lines_exit_2_with_file_and_line(

@@ -359,7 +359,16 @@ def test_bad_json_run_entries(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('{"q1": {"d1": 0.9} "q2": {}}', "dense.json:1: not a JSON run {qid: {docid: score}}: expected ',' or '}'"),
+        (
+            '{"q1": {"d1": 0.9} "q2": {}}',
+            "dense.json:1: not a JSON run {qid: {docid: score}}: expected ',' or '}' after a query",
+        ),
+        (
+            '{"q1": {"d1": 0.9,\n "d2": 0.5 "d4": 1}}',
+            "dense.json:2: not a JSON run {qid: {docid: score}}: expected ',' or '}' in a query's object",
+        ),
+        ('{"q1": {"d1": 0.9}, }', "dense.json:1: not a JSON run {qid: {docid: score}}: expected a string key"),
+        ('{"q1": {"d1" 0.9}}', "dense.json:1: not a JSON run {qid: {docid: score}}: expected ':' after a key"),
         ('{"q1": {"d1": 0.9}}\n{"q2": {}}\n', "dense.json:2: not a JSON run {qid: {docid: score}}: text after"),
         ('[{"q1": 1}]', "dense.json:1: not a JSON run {qid: {docid: score}}: the file must hold one JSON object"),
     ],
@@ -371,6 +380,41 @@ def test_a_json_run_of_the_wrong_shape_stops_even_when_skipping(
     assert main(_args(files, "--on-error", "skip", "--run-format", "vector=json")) == 2
     assert message in capsys.readouterr().err
     assert not files["out"].exists()
+
+
+@pytest.mark.parametrize(
+    ("corpus", "message"),
+    [
+        (json.dumps(CORPUS), "corpus.jsonl:1: not JSON Lines: a JSON array; the input holds one JSON object per line"),
+        ("".join(json.dumps(doc, indent=1) + "\n" for doc in CORPUS), "corpus.jsonl:1: not JSON Lines: an object"),
+    ],
+    ids=["array", "pretty"],
+)
+def test_a_corpus_that_is_a_json_document_is_refused_whole_as_every_json_lines_input(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str], corpus: str, message: str
+) -> None:
+    _write(files["corpus"], corpus)
+    assert main(_args(files, "--on-error", "skip")) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("assembler: error: ") and message in err and err.count("\n") == 1, err
+    assert not files["out"].exists()
+
+
+def test_skipped_json_run_entries_are_written_as_one_entry_each_with_the_line_of_its_document(
+    files: dict[str, Path],
+) -> None:
+    """Both levels of ``{qid: {docid: score}}`` are read by one loop: an entry whose query value is
+    not an object is ``{qid: value}`` at the value's line, a bad score ``{qid: {docid: score}}`` at
+    its document's line; empty objects hold no entry."""
+    text = '{"q1": {"d1": 0.9,\n "d2": NaN},\n "q0":\n [1, 2], "q9": {},\n "q2": {"d4": "high"}}'
+    _write(files["vector"], text)
+    assert main(_args(files, "--on-error", "skip", "-q")) == 0
+    errors = files["out"].with_name("lanes.jsonl.errors.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [(e["line"], e["query_id"], e["record"]) for e in map(json.loads, errors)] == [
+        (2, "q1", '{"q1":{"d2":NaN}}'),
+        (4, "q0", '{"q0":[1, 2]}'),
+        (5, "q2", '{"q2":{"d4":"high"}}'),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -426,6 +426,60 @@ def test_an_input_that_is_not_json_lines_is_named_for_what_it_is(
             read()
 
 
+def _records_of_lane_lines() -> list[dict[str, object]]:
+    return [json.loads(line) for line in _lane_lines().splitlines()]
+
+
+def _every_json_lines_reader(path: Path) -> list[Callable[[], object]]:
+    """Reading ``path`` as each JSON Lines reader does: records, the local engine's tables, a file read whole."""
+    from assembler.run.batch import read_tables
+
+    return [lambda: list(read_raw([str(path)])), lambda: list(read_tables([str(path)], 64)), lambda: read_input(path)]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda rows: json.dumps(rows), "in.jsonl:1: not JSON Lines: a JSON array; the input holds one JSON object"),
+        (lambda rows: "\n" + json.dumps(rows, indent=2), "in.jsonl:2: not JSON Lines: a JSON array;"),
+        (
+            lambda rows: "".join(json.dumps(row, indent=2) + "\n" for row in rows),
+            "in.jsonl:1: not JSON Lines: an object split over lines? (the line is a lone '{', as pretty-printed JSON "
+            "writes it); the input holds one JSON object per line",
+        ),
+        (lambda rows: gzip.compress(json.dumps(rows).encode()), "in.jsonl:1: not JSON Lines: a JSON array"),
+    ],
+    ids=["array", "pretty-array", "pretty-objects", "gzipped-array"],
+)
+def test_a_json_document_given_as_json_lines_is_refused_saying_the_format_is_one_object_a_line(
+    tmp_path: Path, make: Callable[[list[dict[str, object]]], str | bytes], message: str
+) -> None:
+    path = tmp_path / "in.jsonl"
+    made = make(_records_of_lane_lines())
+    path.write_bytes(made.encode() if isinstance(made, str) else made)
+    for read in _every_json_lines_reader(path):
+        with pytest.raises(UsageError, match=re.escape(message)):
+            read()
+
+
+def test_a_folder_given_as_a_lane_dump_says_to_give_a_file_as_only_the_ray_engine_reads_folders(
+    tmp_path: Path,
+) -> None:
+    from assembler.run.ray import list_inputs  # imports Ray only when a run starts
+
+    for folder in (tmp_path / "dump", tmp_path / "dump.parquet"):
+        (folder / "part").mkdir(parents=True)
+        (folder / "part" / "a.jsonl").write_bytes(_lane_lines())
+        message = (
+            f"{folder} is a directory: give a JSON Lines or Parquet file "
+            "(only assemble --engine ray reads a folder, as the files in it)"
+        )
+        for read in _every_json_lines_reader(folder)[:2]:
+            with pytest.raises(UsageError, match=re.escape(message)):
+                read()
+        assert [file.name for file in list_inputs([str(folder)])] == [str(folder / "part" / "a.jsonl")]
+
+
 def test_a_corrupt_stream_past_the_first_block_is_a_usage_error_naming_the_file(tmp_path: Path) -> None:
     data = b"".join(_lane_lines() for _ in range(200))  # about 1.3 MB: past the first 64 KiB read
     path = tmp_path / "in.jsonl"

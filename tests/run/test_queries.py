@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import io
+import json
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from assembler.errors import InputError, RecordError, UsageError
@@ -88,5 +92,50 @@ def test_a_query_file_without_queries_is_refused(tmp_path: Path) -> None:
 
 def test_a_broken_gzip_file_is_a_usage_error(tmp_path: Path) -> None:
     path = _write(tmp_path / "q.jsonl.gz", gzip.compress(b'{"_id": "q1", "text": "a"}\n' * 50)[:-20])
-    with pytest.raises(UsageError, match="not a valid gzip file"):
+    with pytest.raises(UsageError, match=r"q\.jsonl\.gz: the gzip data is corrupt"):
         read_queries(path)
+
+
+def test_a_zstd_query_file_and_a_zstd_run_are_read_as_every_json_lines_input_is(tmp_path: Path) -> None:
+    """One opener for every input (assembler.run.io.open_input): zstd as well as gzip."""
+    data = b'{"_id": "q1", "text": "Who?"}\n'
+    path = _write(tmp_path / "queries.jsonl", pa.compress(data, codec="zstd", asbytes=True))
+    assert read_queries(path) == [("q1", "Who?")]
+    with plain_path(path) as plain:
+        assert Path(plain).read_bytes() == data
+    assert not Path(plain).exists()
+    unpacked = _write(tmp_path / "run.trec", b"q1 Q0 d1 1 2.5 bm25\n")
+    with plain_path(unpacked) as plain:
+        assert plain == str(unpacked)
+
+
+def _parquet(rows: list[dict[str, str]]) -> bytes:
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (_parquet([{"_id": "q1", "text": "Who?"}]), "queries.jsonl is a Parquet file, not JSON Lines"),
+        (
+            json.dumps([{"_id": "q1", "text": "Who?"}]).encode(),
+            "queries.jsonl:1: not JSON Lines: a JSON array; the input holds one JSON object per line",
+        ),
+        (
+            json.dumps({"_id": "q1", "text": "Who?"}, indent=2).encode(),
+            "queries.jsonl:1: not JSON Lines: an object split over lines?",
+        ),
+    ],
+    ids=["parquet", "array", "pretty"],
+)
+def test_a_query_file_that_is_not_lines_says_what_it_is(tmp_path: Path, data: bytes, message: str) -> None:
+    """Not "invalid UTF-8 at byte 7" of a Parquet file's first line, nor a field error of a JSON document."""
+    with pytest.raises(UsageError) as caught:
+        read_queries(_write(tmp_path / "queries.jsonl", data))
+    assert message in str(caught.value)
+
+
+def test_a_tsv_query_id_in_brackets_is_not_taken_for_a_json_array(tmp_path: Path) -> None:
+    assert read_queries(_write(tmp_path / "q.tsv", "[q1]\tWho?\n")) == [("[q1]", "Who?")]
