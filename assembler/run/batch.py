@@ -105,8 +105,9 @@ REJECTED_SCHEMA = pa.schema(
 
 
 NAMED_BUDGET_KEYS = 10
-"""How many distinct keys that are no budget field a run names (a record's first ones beyond that
-are only counted), so that a dump of made-up keys cannot fill memory or the terminal."""
+"""How many distinct keys that are no budget field a run names; the records holding others are
+only counted (of one record, the first eleven such keys are looked at), so that a dump of made-up
+keys can fill neither memory nor the terminal."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ class BudgetNote:
     clamped: tuple[str, ...] = ()
 
 
-def budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -> BudgetNote | None:
+def _budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -> BudgetNote | None:
     """The :class:`BudgetNote` of an accepted record (``value``: its lane-dump object, or ``None``
     when the columnar reader took it, which refuses any unknown key), ``None`` if it has nothing."""
     request = value.get("request") if isinstance(value, dict) else None
@@ -236,7 +237,7 @@ def _columnar_lanes(
             value = raw.value
             slow_records.append(record)
             slow_targets.append(len(records))
-        note = budget_note(record, value, overrides)
+        note = _budget_note(record, value, overrides)
         if note is not None:
             notes[len(records)] = note
         records.append(record)

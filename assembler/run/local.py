@@ -63,9 +63,9 @@ def run_assembly(
     for standard input). With ``workers`` other than 1 the workers are spawned processes: a script
     using them needs the ``if __name__ == "__main__":`` guard.
     """
+    options = options or RunOptions()
     output = os.fspath(output)
     paths = input_paths(inputs)
-    options = options or RunOptions()
     errors = options.errors_path if options.on_error == "skip" else None
     refuse_same_files({"inputs": paths}, {"output": output, "errors_path": errors})
     options = options.writing(output)

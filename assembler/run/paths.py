@@ -196,7 +196,7 @@ def check_output(path: str | os.PathLike[str], *, makes_folders: bool = False) -
 PARQUET_SUFFIXES = (".parquet", ".pq")
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
 COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
-"""Extensions of compressed files: outputs are never compressed, so such a name is refused too."""
+"""Extensions of compressed files: their refusal adds that outputs are never compressed."""
 
 
 def format_by_extension(path: str | os.PathLike[str]) -> Literal["jsonl", "parquet"] | None:
