@@ -23,14 +23,17 @@ from assembler.cli.args import (
     policy_from_flags,
     positive_integer,
 )
+from assembler.cli.messages import lines, warning
 from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_args, write_rerank_metrics
+from assembler.contract.request import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from assembler.errors import UsageError, shown_path
 from assembler.pipeline import assemble_records
 from assembler.run.atomic import commit_together
 from assembler.run.io import is_parquet, open_input, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
-from assembler.run.outputs import RunSummary
+from assembler.run.outputs import RunSummary, counted
+from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus
 from assembler.run.records import iter_records, stop_at_first
@@ -63,7 +66,7 @@ def _inputs(args: argparse.Namespace) -> list[str]:
         return ["-"]
     if not SAMPLE.is_file():
         raise UsageError(f"no INPUT given and the shipped sample {SAMPLE} was not found")
-    print(f"no INPUT given: assembling the shipped sample {SAMPLE}", file=sys.stderr)
+    lines([f"no INPUT given: assembling the shipped sample {shown_path(SAMPLE)}"])
     return [str(SAMPLE)]
 
 
@@ -140,20 +143,60 @@ def _capped_workers(workers: int | None) -> int | None:
     cpus = usable_cpus()
     if workers is None or workers <= cpus:
         return workers
-    print(
-        f"assembler: warning: --workers {workers} is more than the {cpus} CPU(s) this process may use: using {cpus}",
-        file=sys.stderr,
-    )
+    warning(f"--workers {workers} is more than the {cpus} CPU(s) this process may use: using {cpus}")
     return cpus
 
 
+def _refuse_a_terminal(output: str) -> None:
+    """Packages are not written to a terminal: without ``-o``, ``assembler assemble`` alone would
+    print the whole sample's JSON (about 250 KB) on the screen. A file, a pipe or ``-o /dev/tty``
+    (asked for by name) is written."""
+    if output != "-":
+        return
+    try:
+        terminal = sys.stdout.isatty()
+    except (AttributeError, ValueError):  # no real stream behind it
+        return
+    if terminal:
+        raise UsageError("not writing packages to a terminal: give -o FILE (such as -o packages.jsonl), or pipe them")
+
+
+def _inputs_named(inputs: Sequence[str]) -> str:
+    """The inputs as a message names them: one or a few by name, more by their count."""
+    names = ["standard input" if path == "-" else shown_path(path) for path in inputs]
+    if len(names) == 1:
+        return names[0]
+    return f"the inputs {', '.join(names)}" if len(names) <= 3 else f"the {len(names)} inputs"
+
+
+def _report(args: argparse.Namespace, inputs: Sequence[str], summary: RunSummary) -> None:
+    """The run's warnings (also with ``-q``), then its summary lines (not with ``-q``)."""
+    for message in summary.warnings():
+        warning(message)
+    if summary.queries == 0 and summary.rejected == 0:
+        warning(f"{_inputs_named(inputs)} held no records")
+    if args.quiet:
+        return
+    said = [summary.line()]
+    if summary.rejected:
+        said.append(f"{counted(summary.rejected, 'rejected record')} written to {shown_path(str(errors_path(args)))}")
+    lines(said)
+    if summary.search_limit_cuts:
+        warning(
+            f"search_limit cut {counted(summary.search_limit_cuts, 'passage or community hit')} (request.search_limit: "
+            f"default {DEFAULT_SEARCH_LIMIT}, at most {MAX_SEARCH_LIMIT}): set a higher search_limit in the lane "
+            "dump's requests to keep them (lanes build and lanes from-runs write it with --search-limit)"
+        )
+
+
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    output_format = _output_format(args, known_suffixes_only=False)
+    _refuse_a_terminal(args.output)
     inputs = _inputs(args)
     refuse_same_files(
         {"input": inputs, "--policy-config": args.policy_config},
         {"-o": args.output, "--errors": errors_path(args), "--metrics-out": args.metrics_out},
     )
+    output_format = _output_format(args)
     reranker = reranker_from_args(args)
     options = _options(args, output_format, reranker)
     update, close = _progress(not args.quiet, inputs)
@@ -169,12 +212,7 @@ def _cmd_assemble(args: argparse.Namespace) -> int:
             write_rerank_metrics(args, reranker)
     finally:
         close()
-    if not args.quiet:
-        print(summary.line(), file=sys.stderr)
-        if summary.rejected:
-            print(
-                f"{summary.rejected} rejected records written to {shown_path(str(errors_path(args)))}", file=sys.stderr
-            )
+    _report(args, inputs, summary)
     finish_rerank(args, reranker, quiet=args.quiet)
     return 0
 
@@ -189,33 +227,19 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
-
-
-def _output_format(args: argparse.Namespace, *, known_suffixes_only: bool) -> OutputFormat:
-    """``--format``, else the output's extension (``.parquet``/``.pq``, else JSON Lines). With
-    ``known_suffixes_only`` (``convert``) an extension that names no format is refused: a CSV name
-    would otherwise get JSON Lines. Parquet cannot stream to standard output."""
-    output_format: OutputFormat
-    if args.format is not None:
-        output_format = args.format
-    elif is_parquet(args.output):
-        output_format = "parquet"
-    elif not known_suffixes_only or args.output == "-" or args.output.endswith(JSONL_SUFFIXES):
-        output_format = "jsonl"
-    else:
-        raise UsageError(
-            f"cannot tell the format of '{shown_path(args.output)}' from its extension "
-            "(.parquet/.pq or .jsonl/.ndjson/.json): give --format parquet or --format jsonl"
-        )
+def _output_format(args: argparse.Namespace) -> OutputFormat:
+    """``--format``, else the output's extension, as the Python API reads it
+    (:func:`assembler.run.paths.output_format`: an extension that names no format is refused, a
+    CSV name would otherwise get JSON Lines). Parquet cannot stream to standard output."""
+    output_format = choose_format(args.output, args.format, label="-o", option="--format parquet or --format jsonl")
     if output_format == "parquet" and args.output == "-":
         raise UsageError("--format parquet needs -o FILE (Parquet cannot stream to standard output)")
     return output_format
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    output_format = _output_format(args, known_suffixes_only=True)
     refuse_same_files({"input": args.inputs}, {"-o": args.output, "--errors": errors_path(args)})
+    output_format = _output_format(args)
     summary = convert(
         args.inputs,
         args.output,
@@ -225,7 +249,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         output_format=output_format,
         max_record_bytes=args.max_record_bytes,
     )
-    print(f"converted {summary.queries} records, {summary.rejected} rejected", file=sys.stderr)
+    lines([f"converted {counted(summary.queries, 'record')}, {summary.rejected} rejected"])
     return 0
 
 

@@ -28,7 +28,9 @@ __all__ = [
     "Limits",
     "Request",
     "build_request",
+    "clamped_fields",
     "effective_search_limit",
+    "ignored_budget_keys",
     "parse_request",
     "resolve_limits",
 ]
@@ -250,16 +252,44 @@ def check_overrides(overrides: Mapping[str, object] | None) -> dict[str, int]:
     return checked
 
 
+def _asked(budget: Mapping[str, int], overrides: Mapping[str, int] | None) -> dict[str, int]:
+    """Every budget field's value before the ceilings: the request's, replaced by ``overrides``, else the default."""
+    merged = {**budget, **(overrides or {})}
+    return {key: merged.get(key, default) for key, default in vars(DEFAULT_LIMITS).items()}
+
+
 def resolve_limits(budget: dict[str, int], overrides: dict[str, int] | None = None) -> Limits:
     """Defaults, then overrides, then ceilings: ``min(value or default, ceiling)`` per field.
 
     ``overrides`` (the ``--max-*`` flags) replace the request's own values before the ceilings
     apply, so an override past a ceiling is clamped just like a request value would be.
     """
-    merged = {**budget, **(overrides or {})}
     resolved: dict[str, int] = {}
-    for key, default in vars(DEFAULT_LIMITS).items():
-        value = merged.get(key, default)
+    for key, value in _asked(budget, overrides).items():
         ceiling = LIMIT_CEILINGS[key]
         resolved[key] = value if ceiling is None else min(value, ceiling)
     return Limits(**resolved)
+
+
+def clamped_fields(budget: Mapping[str, int], overrides: Mapping[str, int] | None = None) -> list[str]:
+    """The budget fields :func:`resolve_limits` clamps: asked (by the request or an override) above
+    the contract's ceiling.
+
+    >>> clamped_fields({"max_items": 5000, "max_bytes": 10}, {"max_bytes": 10**9})
+    ['max_items', 'max_bytes']
+    """
+    asked = _asked(budget, overrides)
+    return [key for key, ceiling in LIMIT_CEILINGS.items() if ceiling is not None and asked[key] > ceiling]
+
+
+def ignored_budget_keys(request: Any) -> list[str]:
+    """The keys of a request's ``budget`` object that are no budget field: :func:`parse_request`
+    ignores them, as the server ignores unknown fields (a typo such as ``max_item`` is no budget).
+
+    >>> ignored_budget_keys({"origins": [], "budget": {"max_item": 1, "max_bytes": 10}})
+    ['max_item']
+    """
+    budget = request.get("budget") if isinstance(request, dict) else None
+    if not isinstance(budget, dict):
+        return []
+    return [key for key in budget if key not in LIMIT_CEILINGS]

@@ -26,7 +26,7 @@ kept (the errors file shows ``""``). :func:`file_tables` yields such a row as a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -36,7 +36,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from assembler.contract.request import clamped_fields, ignored_budget_keys
 from assembler.errors import InputError, RecordError, UsageError, encodable
+from assembler.errors import shown as shown_key
 from assembler.pipeline import BatchResult, assemble_lanes
 from assembler.run.io import (
     DEFAULT_MAX_RECORD_BYTES,
@@ -68,11 +70,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JSON_LINE",
+    "NAMED_BUDGET_KEYS",
     "REJECTED_SCHEMA",
     "SOURCE_ERROR",
     "SOURCE_FILE",
     "SOURCE_LINE",
     "ArrowResult",
+    "BudgetNote",
     "arrow_column",
     "assemble_table",
     "file_tables",
@@ -101,6 +105,34 @@ REJECTED_SCHEMA = pa.schema(
 """Rejected records: the fields of the errors file (docs/lane-dump.md), ``record`` untouched."""
 
 
+NAMED_BUDGET_KEYS = 10
+"""How many distinct keys that are no budget field a run names; the records holding others are
+only counted (of one record, the first eleven such keys are looked at), so that a dump of made-up
+keys can fill neither memory nor the terminal."""
+
+
+@dataclass(frozen=True)
+class BudgetNote:
+    """What one record's budget asked that its package does not do: ``ignored`` keys that are no
+    budget field (as shown in messages: escaped, at most 80 characters; at most
+    :data:`NAMED_BUDGET_KEYS` + 1 of them), and ``clamped`` fields asked above the contract's
+    ceiling (by the request or an override)."""
+
+    ignored: tuple[str, ...] = ()
+    clamped: tuple[str, ...] = ()
+
+
+def _budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -> BudgetNote | None:
+    """The :class:`BudgetNote` of an accepted record (``value``: its lane-dump object, or ``None``
+    when the columnar reader took it, which refuses any unknown key), ``None`` if it has nothing."""
+    request = value.get("request") if isinstance(value, dict) else None
+    ignored = ignored_budget_keys(request)[: NAMED_BUDGET_KEYS + 1]
+    clamped = clamped_fields(record.request.budget, overrides) if record.request.budget or overrides else []
+    if not ignored and not clamped:
+        return None
+    return BudgetNote(tuple(map(shown_key, ignored)), tuple(clamped))
+
+
 @dataclass(frozen=True)
 class ArrowResult:
     """One batch assembled.
@@ -109,12 +141,14 @@ class ArrowResult:
     ``rejected`` (:data:`REJECTED_SCHEMA`) one per rejected record, each in input order;
     ``package_rows`` / ``rejected_rows`` give each row's index in the input table. ``batch`` is
     the pipeline's own result (package texts as Python strings, decisions, summaries).
+    ``budget_notes`` holds the :class:`BudgetNote` of each package (by its index) that has one.
     """
 
     batch: BatchResult
     rejected: pa.Table
     package_rows: list[int]
     rejected_rows: list[int]
+    budget_notes: dict[int, BudgetNote] = field(default_factory=dict)
 
     @cached_property
     def packages(self) -> pa.Table:
@@ -143,6 +177,7 @@ def assemble_table(
     rejected: list[tuple[RawRecord, RecordError]] = []
     rejected_rows: list[int] = []
     package_rows: list[int] = []
+    notes: dict[int, BudgetNote] = {}
     checked = dict(overrides or {})
     seen = set() if seen is None else seen
 
@@ -155,12 +190,13 @@ def assemble_table(
 
         return reject
 
-    batch = _columnar_lanes(table, text_form, reject_row, checked, seen, package_rows)
+    batch = _columnar_lanes(table, text_form, reject_row, checked, seen, package_rows, notes)
     return ArrowResult(
         batch=assemble_lanes(batch, policy=policy, reranker=reranker),
         rejected=_rejected_table(rejected, text_form),
         package_rows=package_rows,
         rejected_rows=rejected_rows,
+        budget_notes=notes,
     )
 
 
@@ -171,10 +207,12 @@ def _columnar_lanes(
     overrides: dict[str, int],
     seen: set[str],
     package_rows: list[int],
+    notes: dict[int, BudgetNote],
 ) -> LaneBatch:
     """The lanes of an input table: the columnar reader takes what it can
     (:mod:`assembler.stages.lanes_columnar`), the record path validates the rest and words every
-    error; records stay in input order and a repeated query id is refused wherever it is."""
+    error; records stay in input order and a repeated query id is refused wherever it is. The
+    budget notes of the records kept go into ``notes``."""
     indices, fast, raw_of = _read_columns(table, text_form, overrides)
     records: list[QueryRecord] = []
     fast_targets: list[int | None] = []
@@ -183,6 +221,7 @@ def _columnar_lanes(
     taken = iter(fast.batch.records)
     for k, index in enumerate(indices):
         reject = reject_row(index)
+        value = None
         if fast.taken[k]:
             record = next(taken)
             repeated = repeated_query_id(record, seen)
@@ -192,12 +231,16 @@ def _columnar_lanes(
                 continue
             fast_targets.append(len(records))
         else:
-            accepted = [record for _, record in iter_records([raw_of(k)], reject, overrides, seen)]
+            accepted = list(iter_records([raw_of(k)], reject, overrides, seen))
             if not accepted:
                 continue
-            record = accepted[0]
+            raw, record = accepted[0]
+            value = raw.value
             slow_records.append(record)
             slow_targets.append(len(records))
+        note = _budget_note(record, value, overrides)
+        if note is not None:
+            notes[len(records)] = note
         records.append(record)
         package_rows.append(index)
     if not slow_records:

@@ -27,12 +27,12 @@ from assembler.run.io import (
     RawRecord,
     check_max_record_bytes,
     input_paths,
-    is_parquet,
     memory_panics,
     read_raw,
 )
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
+from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
 from assembler.run.records import iter_records
@@ -54,7 +54,10 @@ def run_assembly(
 
     With ``on_error="stop"`` the first bad record raises :class:`~assembler.errors.InputError` and
     no output file is left; an output that is an input or the other output is refused
-    (:func:`~assembler.run.paths.refuse_same_files`). ``progress`` is called with the number of
+    (:func:`~assembler.run.paths.refuse_same_files`), and so is an output whose extension names no
+    format when ``options.output_format`` is not given (:func:`~assembler.run.paths.output_format`).
+    Budget keys that are no budget field and budgets clamped to the contract's ceilings are counted
+    in the summary (:meth:`RunSummary.warnings`). ``progress`` is called with the number of
     packages of each chunk written. ``workers=None`` chooses from the input's size
     (:func:`~assembler.run.pool.default_workers`: one process below two workers' worth of bytes, or
     for standard input). With ``workers`` other than 1 the workers are spawned processes: a script
@@ -65,6 +68,7 @@ def run_assembly(
     paths = input_paths(inputs)
     errors = options.errors_path if options.on_error == "skip" else None
     refuse_same_files({"inputs": paths}, {"output": output, "errors_path": errors})
+    options = options.writing(output)
     workers = options.workers
     if workers is None:  # a reranker keeps the run in one process
         workers = 1 if options.reranker is not None else default_workers(input_size(paths), usable_cpus())
@@ -91,6 +95,7 @@ def run_assembly(
             result = assembled.batch
             sink.write(result)
             summary.add_packages(result.summaries.to_arrow())
+            summary.add_budget_notes(assembled.budget_notes.values())
             if progress is not None:
                 progress(len(result.query_ids))
 
@@ -161,15 +166,16 @@ def convert(
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
 ) -> RunSummary:
     """Lane dumps from JSON Lines to Parquet or back, validated; the output's format is
-    ``output_format``, else its extension (``.parquet``/``.pq``, else JSON Lines). A record of
-    more than ``max_record_bytes`` is a record error, as in :func:`run_assembly`."""
+    ``output_format``, else its extension, as for :func:`run_assembly`
+    (:func:`~assembler.run.paths.output_format`). A record of more than ``max_record_bytes`` is a
+    record error, as in :func:`run_assembly`."""
     check_max_record_bytes(max_record_bytes)
     summary = RunSummary()
     started = time.perf_counter()
     output = os.fspath(output)
     errors = errors_path if on_error == "skip" else None
     refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
-    to_parquet = output_format == "parquet" if output_format is not None else is_parquet(output)
+    to_parquet = choose_format(output, output_format) == "parquet"
     with memory_panics(), run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
         writer = pq.ParquetWriter(out.handle, LANE_DUMP_SCHEMA) if to_parquet else None
         try:

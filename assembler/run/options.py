@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from assembler.contract.request import check_overrides
 from assembler.errors import UsageError
 from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, check_max_record_bytes
+from assembler.run.paths import output_format
 from assembler.selection import CONTRACT, SelectionPolicy, get_policy
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ passages (docs/performance.md, "Memory")."""
 class RunOptions:
     """How to assemble a run; every engine takes the same object.
 
+    ``output_format`` is ``"jsonl"`` or ``"parquet"``; ``None`` (the default) takes it from the
+    output's extension, case-insensitively, and refuses an extension that names no format
+    (:func:`~assembler.run.paths.output_format`).
     ``overrides`` (``max_items``/``max_bytes``/``max_tokens``) replace every request's budget.
     With ``on_error="stop"`` the first bad record ends the run and no output is left; with
     ``"skip"`` rejected records go to ``errors_path`` with their reasons. ``assess`` adds a support
@@ -57,7 +62,7 @@ class RunOptions:
     assembler.errors.UsageError: chunk_size must be at least 1, got 0
     """
 
-    output_format: OutputFormat = "jsonl"
+    output_format: OutputFormat | None = None
     overrides: Mapping[str, int] = field(default_factory=dict)
     on_error: OnError = "stop"
     errors_path: str | None = None
@@ -77,8 +82,8 @@ class RunOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", get_policy(self.policy))
         object.__setattr__(self, "overrides", check_overrides(self.overrides))
-        if self.output_format not in ("jsonl", "parquet"):
-            raise UsageError(f"output_format must be 'jsonl' or 'parquet', got {self.output_format!r}")
+        if self.output_format not in ("jsonl", "parquet", None):
+            raise UsageError(f"output_format must be 'jsonl', 'parquet' or None, got {self.output_format!r}")
         if self.on_error not in ("stop", "skip"):
             raise UsageError(f"on_error must be 'stop' or 'skip', got {self.on_error!r}")
         for name in ("chunk_size", "chunk_bytes", "workers"):
@@ -93,3 +98,8 @@ class RunOptions:
                 "a reranker runs in one process (one HTTP client and circuit breaker serve the whole run): "
                 f"workers must be 1, got {self.workers}"
             )
+
+    def writing(self, output: str | os.PathLike[str]) -> RunOptions:
+        """These options with the format ``output`` is written in (:attr:`output_format`, else by its
+        extension: :class:`UsageError` when that names no format)."""
+        return replace(self, output_format=output_format(output, self.output_format))

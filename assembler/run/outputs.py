@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -20,15 +20,34 @@ import pyarrow.parquet as pq
 
 from assembler.assess.packages import assessed_line, assessment_texts
 from assembler.contract.jsontext import escape_string, utf8_buffer
+from assembler.contract.request import LIMIT_CEILINGS
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.pipeline import REASONS, BatchResult
 from assembler.run.atomic import AtomicFile, commit_together
-from assembler.run.batch import packages_table, summary_counts
+from assembler.run.batch import NAMED_BUDGET_KEYS, BudgetNote, packages_table, summary_counts
 from assembler.run.io import RawRecord
 from assembler.run.options import OnError
 from assembler.run.schemas import PACKAGE_SCHEMA
 
-__all__ = ["PackageSink", "Rejects", "RunSummary", "encoded_lines", "output_lines", "package_line", "run_outputs"]
+__all__ = [
+    "PackageSink",
+    "Rejects",
+    "RunSummary",
+    "counted",
+    "encoded_lines",
+    "output_lines",
+    "package_line",
+    "run_outputs",
+]
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for exactly one (``plural``: when not ``noun`` + ``s``).
+
+    >>> counted(1, "query", "queries"), counted(2, "query", "queries"), counted(0, "item")
+    ('1 query', '2 queries', '0 items')
+    """
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 @dataclass
@@ -41,6 +60,15 @@ class RunSummary:
     search_limit_cuts: int = 0
     rejected: int = 0
     seconds: float = 0.0
+    ignored_budget_keys: dict[str, int] = field(default_factory=dict)
+    """Keys of request budgets that are no budget field (ignored, as the server ignores unknown
+    fields), as messages show them (escaped, at most 80 characters), each with its number of
+    records; at most :data:`~assembler.run.batch.NAMED_BUDGET_KEYS` keys."""
+    other_ignored_budget_keys: int = 0
+    """Records holding such a key beyond the ones named in :attr:`ignored_budget_keys`."""
+    clamped_budgets: dict[str, int] = field(default_factory=dict)
+    """Budget fields asked above the contract's ceiling (by the request or an override) and
+    clamped to it, each with its number of records."""
 
     def line(self) -> str:
         """``assembled N queries: ...`` (no candidate text, safe to log). The rate is given only for
@@ -48,15 +76,60 @@ class RunSummary:
 
         >>> RunSummary(queries=5, items=8, omitted={"budget_exceeded": 3}, seconds=0.04).line()
         'assembled 5 queries: 8 items admitted, omitted 3 (budget_exceeded 3), 0 search-limit cuts, 0 rejected'
+        >>> RunSummary(queries=1, items=1, search_limit_cuts=1).line()
+        'assembled 1 query: 1 item admitted, omitted 0, 1 search-limit cut, 0 rejected'
         """
-        counted = [f"{reason} {count}" for reason, count in self.omitted.items() if count]
-        omitted = f" ({', '.join(counted)})" if counted else ""
+        reasons = [f"{reason} {count}" for reason, count in self.omitted.items() if count]
+        omitted = f" ({', '.join(reasons)})" if reasons else ""
         rate = f"; {self.queries / self.seconds:,.0f} queries/s" if self.seconds >= 1 else ""
         return (
-            f"assembled {self.queries} queries: {self.items} items admitted, "
-            f"omitted {sum(self.omitted.values())}{omitted}, {self.search_limit_cuts} search-limit cuts, "
+            f"assembled {counted(self.queries, 'query', 'queries')}: {counted(self.items, 'item')} admitted, "
+            f"omitted {sum(self.omitted.values())}{omitted}, {counted(self.search_limit_cuts, 'search-limit cut')}, "
             f"{self.rejected} rejected{rate}"
         )
+
+    def warnings(self) -> list[str]:
+        """What the run did with budgets that its packages do not show, one message each (no
+        candidate text; keys escaped and bounded): keys that are no budget field, and values
+        clamped to the contract's ceiling. The command prints each as ``assembler: warning: ...``.
+
+        >>> summary = RunSummary(ignored_budget_keys={"max_item": 12}, clamped_budgets={"max_bytes": 1})
+        >>> for message in summary.warnings():
+        ...     print(message)
+        budget key 'max_item' is not a budget field (ignored in 12 records; fields: max_items, max_bytes, max_tokens)
+        budget max_bytes above the ceiling 1048576 clamped to it in 1 record
+        """
+        fields = ", ".join(LIMIT_CEILINGS)
+        said = [
+            f"budget key '{key}' is not a budget field (ignored in {counted(count, 'record')}; fields: {fields})"
+            for key, count in self.ignored_budget_keys.items()
+        ]
+        if self.other_ignored_budget_keys:
+            said.append(
+                f"budget keys beyond these {len(self.ignored_budget_keys)} are not budget fields either "
+                f"(ignored in {counted(self.other_ignored_budget_keys, 'record')})"
+            )
+        clamped = self.clamped_budgets
+        said += [
+            f"budget {name} above the ceiling {ceiling} clamped to it in {counted(clamped[name], 'record')}"
+            for name, ceiling in LIMIT_CEILINGS.items()
+            if name in clamped
+        ]
+        return said
+
+    def add_budget_notes(self, notes: Iterable[BudgetNote]) -> None:
+        """Count the budget notes of the packages written (:class:`~assembler.run.batch.BudgetNote`)."""
+        named = self.ignored_budget_keys
+        for note in notes:
+            unnamed = False
+            for key in note.ignored:
+                if key in named or len(named) < NAMED_BUDGET_KEYS:
+                    named[key] = named.get(key, 0) + 1
+                else:
+                    unnamed = True
+            self.other_ignored_budget_keys += unnamed
+            for name in note.clamped:
+                self.clamped_budgets[name] = self.clamped_budgets.get(name, 0) + 1
 
     def add_packages(self, packages: pa.Table) -> None:
         """Count the packages of a ``PACKAGE_SCHEMA`` table (or of its summary columns alone)."""

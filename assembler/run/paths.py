@@ -16,6 +16,9 @@ before any work, for two rules:
   ``>``, ``sort -o`` and ``cp`` refuse a write-protected file). Without these checks a missing
   ``--metrics-out`` folder was found after the run, once the packages had been replaced.
 
+And the format an output is written in (:func:`output_format`): the one asked for, else the one
+its extension names, else a refusal: a name such as ``out.csv`` got JSON Lines.
+
 >>> shown("in.jsonl"), shown(os.fsdecode(b"bad\\xff.jsonl"))
 ('in.jsonl', 'bad\\\\xff.jsonl')
 """
@@ -27,10 +30,21 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from assembler.errors import OutputError, UsageError, shown_path
 
-__all__ = ["PathGroup", "check_output", "refuse_same_files", "shown"]
+__all__ = [
+    "COMPRESSED_SUFFIXES",
+    "JSONL_SUFFIXES",
+    "PARQUET_SUFFIXES",
+    "PathGroup",
+    "check_output",
+    "format_by_extension",
+    "output_format",
+    "refuse_same_files",
+    "shown",
+]
 
 STDIO = "-"
 
@@ -177,3 +191,57 @@ def check_output(path: str | os.PathLike[str], *, makes_folders: bool = False) -
     if not os.access(existing, os.W_OK | os.X_OK):
         reason = "Read-only file system" if _read_only(existing) else "Permission denied"
         raise OutputError(f"cannot write {shown(path)}: {reason}")
+
+
+PARQUET_SUFFIXES = (".parquet", ".pq")
+JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2", ".xz")
+"""Extensions of compressed files: their refusal adds that outputs are never compressed."""
+
+
+def format_by_extension(path: str | os.PathLike[str]) -> Literal["jsonl", "parquet"] | None:
+    """The output format an output's name says, compared case-insensitively: ``.parquet``/``.pq``
+    are Parquet, ``.jsonl``/``.ndjson``/``.json`` JSON Lines. A name without an extension
+    (``packages``, ``-``, ``/dev/null``) claims no other format and is JSON Lines, the default; a
+    name whose extension names anything else (``out.csv``, ``out.jsonl.gz``) is ``None``.
+
+    >>> [format_by_extension(name) for name in ("OUT.PARQUET", "out.Jsonl", "packages", "out.jsonl.gz", "out.csv")]
+    ['parquet', 'jsonl', 'jsonl', None, None]
+    """
+    name = os.path.basename(os.fspath(path)).lower()
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(JSONL_SUFFIXES) or not os.path.splitext(name)[1]:
+        return "jsonl"
+    return None
+
+
+def output_format(
+    path: str | os.PathLike[str],
+    given: Literal["jsonl", "parquet"] | None = None,
+    *,
+    label: str = "output",
+    option: str = "output_format='jsonl' or 'parquet'",
+) -> Literal["jsonl", "parquet"]:
+    """``given``, else :func:`format_by_extension` of ``path``, else :class:`UsageError` naming the
+    output (``label``), the known extensions and how to ask for a format (``option``: the API
+    argument, or the command line's flag).
+
+    >>> output_format("out.csv")
+    Traceback (most recent call last):
+    ...
+    assembler.errors.UsageError: cannot tell the format of output out.csv from its extension \
+(.parquet/.pq for Parquet, .jsonl/.ndjson/.json for JSON Lines): give output_format='jsonl' or 'parquet'
+    """
+    if given is not None:
+        return given
+    found = format_by_extension(path)
+    if found is not None:
+        return found
+    name = os.fspath(path)
+    compressed = "; outputs are written uncompressed" if name.lower().endswith(COMPRESSED_SUFFIXES) else ""
+    raise UsageError(
+        f"cannot tell the format of {label} {shown(name)} from its extension "
+        f"({'/'.join(PARQUET_SUFFIXES)} for Parquet, {'/'.join(JSONL_SUFFIXES)} for JSON Lines): "
+        f"give {option}{compressed}"
+    )

@@ -53,6 +53,7 @@ from assembler.errors import InputError, RecordError, WorkerError
 from assembler.run.batch import (
     SOURCE_FILE,
     SOURCE_LINE,
+    BudgetNote,
     arrow_column,
     assemble_table,
     packages_table,
@@ -167,7 +168,7 @@ class ChunkResult:
     ``lines`` its output lines (JSON Lines, encoded as the output file is: UTF-8, one line per
     package) or ``None`` (Parquet); ``packages`` the ``PACKAGE_SCHEMA`` table (Parquet) or only the
     summary columns (JSON Lines), one row per package; ``rejected`` (``REJECTED_SCHEMA``) with
-    ``rejected_rows``.
+    ``rejected_rows``; ``budget_notes`` by package index, as :class:`~assembler.run.batch.ArrowResult` has them.
     """
 
     query_ids: list[str]
@@ -176,6 +177,7 @@ class ChunkResult:
     packages: pa.Table
     rejected: pa.Table
     rejected_rows: list[int]
+    budget_notes: dict[int, BudgetNote]
 
 
 def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
@@ -204,6 +206,7 @@ def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
         packages=packages,
         rejected=assembled.rejected,
         rejected_rows=assembled.rejected_rows,
+        budget_notes=assembled.budget_notes,
     )
 
 
@@ -306,6 +309,7 @@ class _OrderedWriter:
         else:
             self.sink.write_encoded(lines)
         self.summary.add_packages(packages)
+        self.summary.add_budget_notes(note for index, note in result.budget_notes.items() if keep[index])
         if self.progress is not None:
             self.progress(packages.num_rows)
 

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from assembler.errors import RecordError, UsageError, install_hint
-from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, assemble_table, file_tables, record_texts
+from assembler.run.batch import SOURCE_FILE, SOURCE_LINE, BudgetNote, assemble_table, file_tables, record_texts
 from assembler.run.io import Inputs, RawRecord, check_parquet_columns, input_paths, is_parquet, jsonl_lines, open_input
 from assembler.run.options import DEFAULT_CHUNK_SIZE, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, run_outputs
@@ -49,6 +49,7 @@ LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 """With this set to ``0`` before Ray is imported, a local instance listens on 127.0.0.1 only."""
 BatchHook = Callable[[pa.Table], None]
 _ERROR_COLUMNS = ("field", "rule", "record")
+_NOTE_COLUMNS = ("budget_ignored", "budget_clamped")
 _BLOCK_SCHEMA = pa.schema(
     [
         (FILE_INDEX, pa.int64()),
@@ -56,9 +57,11 @@ _BLOCK_SCHEMA = pa.schema(
         (SOURCE_LINE, pa.int64()),
         *PACKAGE_SCHEMA,
         *((name, pa.string()) for name in _ERROR_COLUMNS),
+        *((name, pa.list_(pa.string())) for name in _NOTE_COLUMNS),
     ]
 )
-"""What an assembly task returns: packages and rejected records (``rule`` not null), in input order."""
+"""What an assembly task returns: packages and rejected records (``rule`` not null), in input order;
+a package's :class:`~assembler.run.batch.BudgetNote` as its ``budget_*`` lists."""
 
 
 @dataclass(frozen=True)
@@ -275,9 +278,15 @@ def _assemble_block(
     result = assemble_table(block.drop_columns([FILE_INDEX]), overrides=overrides, policy=policy, on_error="skip")
     keys = block.select([FILE_INDEX, SOURCE_FILE, SOURCE_LINE])
     packages, rejected = result.packages, result.rejected
+    notes = [result.budget_notes.get(index) for index in range(packages.num_rows)]
+    note_lists = {
+        "budget_ignored": [None if note is None else note.ignored for note in notes],
+        "budget_clamped": [None if note is None else note.clamped for note in notes],
+    }
     accepted = _block_part(
         keys.take(pa.array(result.package_rows, pa.int64())),
-        {name: packages.column(name) for name in packages.schema.names},
+        {name: packages.column(name) for name in packages.schema.names}
+        | {name: pa.array(lists, pa.list_(pa.string())) for name, lists in note_lists.items()},
     )
     refused = _block_part(
         keys.take(pa.array(result.rejected_rows, pa.int64())),
@@ -342,10 +351,10 @@ def run_ray_assembly(
     CPUs do the work, so ``options.workers`` is not read. ``assess`` and a ``reranker`` are not
     available on Ray yet (a usage error).
     """
-    options = options or RunOptions()
+    output = os.fspath(output)
+    options = (options or RunOptions()).writing(output)
     if options.assess or options.reranker is not None:
         raise UsageError("the Ray engine does not support an assessment or a reranker yet; use the local engine")
-    output = os.fspath(output)
     on_error, chunk_size = options.on_error, options.chunk_size
     summary = RunSummary()
     started = time.perf_counter()
@@ -433,9 +442,16 @@ def _drain(
             last = keys[-1] if keys else last
             rows += len(keys)
             keep = _take_rejects(block, keys, files, seen, rejects, texts)
-            packages = block.filter(pa.array(keep, pa.bool_())).select(PACKAGE_SCHEMA.names)
+            kept = block.filter(pa.array(keep, pa.bool_()))
+            packages = kept.select(PACKAGE_SCHEMA.names)
             sink.write_table(packages)
             summary.add_packages(packages)
+            ignored, clamped = (kept.column(name).to_pylist() for name in _NOTE_COLUMNS)
+            summary.add_budget_notes(
+                BudgetNote(tuple(keys), tuple(fields))
+                for keys, fields in zip(ignored, clamped, strict=True)
+                if keys is not None
+            )
             if progress is not None:
                 progress(packages.num_rows)
     return rows

@@ -299,7 +299,7 @@ def test_empty_input_gives_an_empty_output(capsys: pytest.CaptureFixture[str], t
     out = tmp_path / "out.parquet"
     status, _, err = run_cli(capsys, "assemble", source, "-o", out)
     assert status == 0
-    assert err.startswith("assembled 0 queries")
+    assert err.splitlines()[-1].startswith("assembled 0 queries")
     assert pq.read_table(out).num_rows == 0
 
 
@@ -614,7 +614,7 @@ def test_the_errors_file_named_with_control_characters_is_shown_escaped(
     out = tmp_path / "out.jsonl"
     status, _, err = run_cli(capsys, "assemble", lanes, "-o", out, "--on-error", "skip", "--errors", errors)
     assert status == 0 and errors.is_file()
-    assert f"1 rejected records written to {tmp_path}/bad\\x1b[2J\\x0aname.jsonl\n" in err and "\x1b" not in err
+    assert f"1 rejected record written to {tmp_path}/bad\\x1b[2J\\x0aname.jsonl\n" in err and "\x1b" not in err
 
 
 def test_the_entry_point_stays_a_function_after_the_commands_load() -> None:
@@ -624,3 +624,142 @@ def test_the_entry_point_stays_a_function_after_the_commands_load() -> None:
     import assembler.cli.commands
 
     assert callable(assembler.cli.main) and not isinstance(assembler.cli.main, type(assembler.cli))
+
+
+# --- what a run does that its packages do not say -----------------------------------------------------
+
+
+def test_a_budget_key_that_is_no_budget_field_warns_once_per_run_with_its_count(
+    capsys: pytest.CaptureFixture[str], write_jsonl: JsonlWriter, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    records = [make_record(f"q{i}") for i in range(5)]
+    for record in records[:4]:
+        record["request"]["budget"] = {"max_item": 1}
+    source = write_jsonl("in.jsonl", records)
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl", "--chunk-size", "1", "-q")
+    assert status == 0
+    assert err == (
+        "assembler: warning: budget key 'max_item' is not a budget field "
+        "(ignored in 4 records; fields: max_items, max_bytes, max_tokens)\n"
+    )
+
+
+def test_a_budget_above_its_ceiling_warns_once_per_field(
+    capsys: pytest.CaptureFixture[str], write_jsonl: JsonlWriter, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    records = [make_record(f"q{i}") for i in range(3)]
+    records[0]["request"]["budget"] = {"max_bytes": 10**9}
+    source = write_jsonl("in.jsonl", records)
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl", "--max-items", "5000")
+    assert status == 0
+    warnings = [line for line in err.splitlines() if line.startswith("assembler: warning:")]
+    assert warnings == [  # in the contract's order of the fields
+        "assembler: warning: budget max_items above the ceiling 1000 clamped to it in 3 records",
+        "assembler: warning: budget max_bytes above the ceiling 1048576 clamped to it in 1 record",
+    ]
+
+
+@pytest.mark.parametrize("name", ["out.csv", "out.jsonl.gz", "packages.txt"])
+def test_assemble_refuses_an_output_extension_that_names_no_format(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
+) -> None:
+    status, _, err = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / name)
+    assert status == 2
+    assert_single_error_line(
+        err,
+        f"assembler: error: cannot tell the format of -o {tmp_path / name} from its extension (.parquet/.pq for "
+        "Parquet, .jsonl/.ndjson/.json for JSON Lines): give --format parquet or --format jsonl"
+        + ("; outputs are written uncompressed" if name.endswith(".gz") else "")
+        + "\n",
+    )
+    assert os.listdir(tmp_path) == []
+    status, _, _ = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / name, "--format", "jsonl", "-q")
+    assert status == 0 and (tmp_path / name).read_bytes() == EXPECTED.read_bytes()
+
+
+def test_assemble_writes_parquet_for_an_upper_case_extension_and_jsonl_without_an_extension(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    status, _, _ = run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / "out.PARQUET", "-q")
+    assert status == 0 and pq.read_table(tmp_path / "out.PARQUET").num_rows == 5
+    assert run_cli(capsys, "assemble", CONFORMANCE, "-o", tmp_path / "packages", "-q")[0] == 0
+    assert (tmp_path / "packages").read_bytes() == EXPECTED.read_bytes()
+    assert run_cli(capsys, "assemble", CONFORMANCE, "-o", os.devnull, "-q")[0] == 0
+
+
+@pytest.mark.parametrize("text", [b"", b"\n  \n\t\n"], ids=["empty", "blank"])
+def test_an_input_without_records_warns_that_it_held_none(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: bytes
+) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(text)
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl", "-q")
+    assert (status, err) == (0, f"assembler: warning: {source} held no records\n")
+    assert (tmp_path / "out.jsonl").read_bytes() == b""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text)))
+    status, _, err = run_cli(capsys, "assemble", "-", source, "-o", tmp_path / "out.jsonl", "-q")
+    assert (status, err) == (0, f"assembler: warning: the inputs standard input, {source} held no records\n")
+
+
+def test_an_input_whose_records_were_all_rejected_did_hold_records(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    source = write_jsonl("in.jsonl", [bad_record(make_record, "x")])
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl", "--on-error", "skip")
+    assert status == 0 and "held no records" not in err
+    assert "1 rejected record written to" in err
+
+
+def test_packages_are_not_written_to_a_terminal(tmp_path: Path) -> None:
+    import select
+
+    controller, terminal = os.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "assembler", "assemble"],
+            stdin=subprocess.DEVNULL,  # no data on standard input: the shipped sample
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            timeout=300,
+        )
+        printed = select.select([controller], [], [], 0)[0]
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "assembler: error: not writing packages to a terminal: give -o FILE (such as -o packages.jsonl), or pipe them\n"
+    )
+    assert printed == []
+
+
+def test_search_limit_cuts_name_the_request_field_that_keeps_more(
+    capsys: pytest.CaptureFixture[str], write_jsonl: JsonlWriter, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    record = make_record("q1")
+    first = record["lanes"]["passages"][0]
+    record["lanes"]["passages"] = [{**first, "paragraph": i, "source": f"p{i}.md"} for i in range(7)]
+    source = write_jsonl("in.jsonl", [record])
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl")
+    assert status == 0
+    summary, hint = err.splitlines()
+    assert summary.startswith("assembled 1 query: ") and summary.endswith(", 2 search-limit cuts, 0 rejected")
+    assert hint == (
+        "assembler: warning: search_limit cut 2 passage or community hits (request.search_limit: default 5, at most "
+        "200): set a higher search_limit in the lane dump's requests to keep them (lanes build and lanes from-runs "
+        "write it with --search-limit)"
+    )
+    record["request"]["search_limit"] = 7
+    write_jsonl("in.jsonl", [record])
+    status, _, err = run_cli(capsys, "assemble", source, "-o", tmp_path / "out.jsonl")
+    assert status == 0 and err.count("\n") == 1 and ", 0 search-limit cuts," in err
+
+
+def test_counts_of_one_are_singular_in_every_summary_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text(CONFORMANCE.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    status, _, err = run_cli(capsys, "assemble", one, "-o", tmp_path / "out.jsonl")
+    assert status == 0 and err.startswith("assembled 1 query: ")
+    status, _, err = run_cli(capsys, "convert", one, "-o", tmp_path / "lanes.parquet")
+    assert (status, err) == (0, "converted 1 record, 0 rejected\n")

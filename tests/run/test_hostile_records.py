@@ -976,6 +976,6 @@ def test_out_of_memory_is_one_line_and_exit_1_or_an_abort_whose_temporary_the_ne
 
 def alone_text(path: Path) -> str:
     """The packages of a good file, assembled in this process."""
-    target = path.with_suffix(".expected")
+    target = path.with_suffix(".expected.jsonl")
     assert main(["assemble", str(path), "-o", str(target), "-q"]) == 0
     return target.read_text(encoding="utf-8")

@@ -336,3 +336,106 @@ def test_a_run_does_not_import_pandas(tmp_path: Path) -> None:
         "assert 'pandas' not in sys.modules, 'pandas was imported'\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
+
+
+# --- what a run does that its packages do not say: counted in the summary ----------------------------
+
+
+def budgeted(make_record: RecordFactory, query_id: str, budget: dict[str, Any]) -> dict[str, Any]:
+    record = make_record(query_id)
+    record["request"]["budget"] = budget
+    return record
+
+
+def test_budget_keys_that_are_no_budget_field_are_counted_once_per_run(
+    tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    records = [budgeted(make_record, f"q{i}", {"max_item": 1, "max_bytes": 900}) for i in range(5)]
+    source = write_jsonl("in.jsonl", [*records, make_record("plain")])
+    summary = run_assembly([str(source)], str(tmp_path / "out.jsonl"), RunOptions(chunk_size=2))
+    assert summary.ignored_budget_keys == {"max_item": 5}
+    assert summary.warnings() == [
+        "budget key 'max_item' is not a budget field (ignored in 5 records; fields: max_items, max_bytes, max_tokens)"
+    ]
+
+
+def test_budgets_above_the_ceilings_are_counted_per_field_overrides_included(
+    tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    records = [budgeted(make_record, f"q{i}", {"max_bytes": 10**9}) for i in range(3)]
+    source = write_jsonl("in.jsonl", [*records, budgeted(make_record, "big", {"max_items": 5000}), make_record("ok")])
+    summary = run_assembly([str(source)], str(tmp_path / "out.jsonl"), RunOptions(chunk_size=2))
+    assert summary.clamped_budgets == {"max_bytes": 3, "max_items": 1}
+    assert "budget max_bytes above the ceiling 1048576 clamped to it in 3 records" in summary.warnings()
+    overridden = run_assembly([str(source)], str(tmp_path / "o.jsonl"), RunOptions(overrides={"max_items": 1001}))
+    assert overridden.clamped_budgets == {"max_bytes": 3, "max_items": 5}
+
+
+def test_a_rejected_record_budget_is_not_counted(
+    tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    bad = bad_record(make_record, "bad")
+    bad["request"]["budget"] = {"max_item": 1, "max_bytes": 10**9}
+    source = write_jsonl("in.jsonl", [bad, make_record("ok")])
+    errors = tmp_path / "errors.jsonl"
+    summary = run_assembly(
+        [str(source)], str(tmp_path / "out.jsonl"), RunOptions(on_error="skip", errors_path=str(errors))
+    )
+    assert (summary.rejected, summary.ignored_budget_keys, summary.clamped_budgets) == (1, {}, {})
+
+
+def test_budget_keys_are_shown_escaped_and_at_most_ten_are_named(
+    tmp_path: Path, write_jsonl: JsonlWriter, make_record: RecordFactory
+) -> None:
+    hostile = "\x1b[2J" + "k" * 500
+    records = [budgeted(make_record, "esc", {hostile: 1})]
+    records += [budgeted(make_record, f"q{i}", {f"key{i}": 1}) for i in range(12)]
+    source = write_jsonl("in.jsonl", records)
+    summary = run_assembly([str(source)], str(tmp_path / "out.jsonl"))
+    assert len(summary.ignored_budget_keys) == 10 and summary.other_ignored_budget_keys == 3
+    first = next(iter(summary.ignored_budget_keys))
+    assert first.startswith("\\x1b[2Jkkk") and first.endswith("…(424 more)")
+    assert summary.warnings()[-1] == "budget keys beyond these 10 are not budget fields either (ignored in 3 records)"
+
+
+def test_a_parquet_budget_field_that_is_null_is_absent_not_an_ignored_key(
+    tmp_path: Path, make_record: RecordFactory
+) -> None:
+    import pyarrow as pa
+
+    records = [budgeted(make_record, "typo", {"max_item": 1}), budgeted(make_record, "fine", {"max_items": 2})]
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(records), source)  # one budget struct: both rows hold both fields
+    summary = run_assembly([str(source)], str(tmp_path / "out.jsonl"))
+    assert summary.queries == 2 and summary.ignored_budget_keys == {"max_item": 1}
+
+
+@pytest.mark.parametrize("name", ["out.parquet", "out.PARQUET", "out.Pq"])
+def test_an_output_named_parquet_in_any_case_is_written_as_parquet(tmp_path: Path, name: str) -> None:
+    out = tmp_path / name
+    run_assembly([str(CONFORMANCE)], str(out))
+    assert pq.read_table(out).num_rows == 5
+
+
+@pytest.mark.parametrize("name", ["out.csv", "out.jsonl.gz", "out.txt"])
+def test_an_output_whose_extension_names_no_format_is_refused_unless_given(tmp_path: Path, name: str) -> None:
+    out = tmp_path / name
+    with pytest.raises(
+        UsageError, match=rf"cannot tell the format of output .*{name} from its extension .*output_format"
+    ):
+        run_assembly([str(CONFORMANCE)], str(out))
+    assert os.listdir(tmp_path) == []
+    run_assembly([str(CONFORMANCE)], str(out), RunOptions(output_format="jsonl"))
+    assert out.read_bytes() == EXPECTED.read_bytes()
+
+
+def test_an_assessment_into_a_parquet_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="JSON Lines only"):
+        run_assembly([str(CONFORMANCE)], str(tmp_path / "out.parquet"), RunOptions(assess=True))
+
+
+def test_convert_reads_the_output_format_by_the_same_rule(tmp_path: Path) -> None:
+    convert([str(CONFORMANCE)], str(tmp_path / "lanes.PARQUET"))
+    assert pq.read_table(tmp_path / "lanes.PARQUET").num_rows == 5
+    with pytest.raises(UsageError, match="cannot tell the format of output"):
+        convert([str(CONFORMANCE)], str(tmp_path / "lanes.csv"))

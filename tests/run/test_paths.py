@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from assembler.errors import OutputError, UsageError
 from assembler.errors import shown as escaped
-from assembler.run.paths import check_output, refuse_same_files, shown
+from assembler.run.paths import check_output, format_by_extension, output_format, refuse_same_files, shown
 
 
 def test_an_output_equal_to_an_input_is_refused_naming_both(tmp_path: Path) -> None:
@@ -211,3 +211,38 @@ def test_a_folder_this_user_may_not_write_is_an_output_error(tmp_path: Path, mon
     with pytest.raises(OutputError, match=rf"^cannot write {tmp_path / 'out.jsonl'}: Permission denied$") as caught:
         refuse_same_files({}, {"-o": str(tmp_path / "out.jsonl")})
     assert caught.value.exit_status == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("out.parquet", "parquet"),
+        ("OUT.PARQUET", "parquet"),
+        ("out.pq", "parquet"),
+        ("out.JSONL", "jsonl"),
+        ("out.ndjson", "jsonl"),
+        ("out.json", "jsonl"),
+        ("-", "jsonl"),
+        (os.devnull, "jsonl"),
+        ("dir.v2/packages", "jsonl"),  # no extension: no other format claimed
+        ("out.csv", None),
+        ("out.jsonl.gz", None),
+        ("out.zst", None),
+        ("out.", None),
+    ],
+)
+def test_the_output_format_is_read_from_the_extension_in_any_case(name: str, expected: str | None) -> None:
+    assert format_by_extension(name) == expected
+
+
+def test_an_output_format_given_wins_over_the_extension_and_none_names_the_output() -> None:
+    assert output_format("out.csv", "jsonl") == "jsonl"
+    assert output_format("out.jsonl", "parquet") == "parquet"
+    with pytest.raises(
+        UsageError, match=r"^cannot tell the format of -o out\.csv from its extension .*: give --format x$"
+    ):
+        output_format("out.csv", label="-o", option="--format x")
+    with pytest.raises(UsageError, match=r"give output_format='jsonl' or 'parquet'; outputs are written uncompressed$"):
+        output_format("out.jsonl.gz")
+    with pytest.raises(UsageError, match=r"format of output bad\\x1b\[2J\.csv "):
+        output_format("bad\x1b[2J.csv")

@@ -482,3 +482,23 @@ def test_the_command_claims_nothing_while_a_dead_worker_holds_the_lock(monkeypat
     assert free.claim(slot, pool.Claims.STARTED)
     assert not free.claim(slot, pool.Claims.TAKEN_BACK)  # a worker had it first
     assert [free.send() for _ in range(4)] == [1, 2, 3, 0]  # slots are reused in turn
+
+
+def test_budget_notes_are_counted_alike_with_a_pool_and_a_repeat_across_chunks_is_not(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter
+) -> None:
+    def noted(query_id: str) -> dict[str, Any]:
+        record = make_record(query_id)
+        record["request"]["budget"] = {"max_item": 1, "max_bytes": 10**9}
+        return record
+
+    # q2 again in a later chunk: rejected by the command, so its budget is not counted twice
+    records = [noted(f"q{i}") for i in range(7)] + [noted("q2")]
+    source = write_jsonl("in.jsonl", records)
+    notes = []
+    for workers in (1, 2):
+        errors = tmp_path / f"w{workers}.errors.jsonl"
+        options = RunOptions(workers=workers, chunk_size=2, on_error="skip", errors_path=str(errors))
+        summary = run_assembly([str(source)], str(tmp_path / f"w{workers}.jsonl"), options)
+        notes.append((summary.rejected, summary.ignored_budget_keys, summary.clamped_budgets))
+    assert notes == [(1, {"max_item": 7}, {"max_bytes": 7})] * 2

@@ -258,3 +258,20 @@ def test_blocks_out_of_input_order_are_refused(tmp_path: Path) -> None:
             replay(order, tmp_path / "bad.jsonl")
     assert sorted(os.listdir(tmp_path)) == ["out.jsonl"]
     assert (tmp_path / "out.jsonl").read_bytes() == EXPECTED.read_bytes()
+
+
+def test_budget_notes_are_counted_as_the_local_engine_counts_them(tmp_path: Path, write_jsonl: JsonlWriter) -> None:
+    records = [json.loads(line) for line in CONFORMANCE.read_text(encoding="utf-8").splitlines()]
+    for record in records[:3]:
+        record["request"]["budget"] = {"max_item": 1, "max_bytes": 10**9}
+    source = write_jsonl("in.jsonl", records)
+    local = run_assembly([str(source)], str(tmp_path / "local.jsonl"), RunOptions(chunk_size=2))
+    remote = run_ray_assembly([str(source)], str(tmp_path / "ray.jsonl"), RunOptions(chunk_size=2))
+    assert (remote.ignored_budget_keys, remote.clamped_budgets) == ({"max_item": 3}, {"max_bytes": 3})
+    assert remote.warnings() == local.warnings()
+    assert (tmp_path / "ray.jsonl").read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+def test_an_output_named_parquet_is_written_as_parquet(tmp_path: Path) -> None:
+    run_ray_assembly([str(CONFORMANCE)], str(tmp_path / "out.PARQUET"))
+    assert pq.read_table(tmp_path / "out.PARQUET").num_rows == 5
