@@ -19,18 +19,18 @@ from assembler.cli import messages
 from assembler.cli.args import add_budget_flags, integer_at_least, policy_from_flags
 from assembler.errors import shown, shown_path
 from assembler.evaluate.answers import Answers, load_answers
-from assembler.evaluate.artifact import check_writable, write_json, write_lines
+from assembler.evaluate.artifact import write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
 from assembler.evaluate.corpus import Corpus, load_corpus, preflight
 from assembler.evaluate.dump import CaseLanes, file_digest, load_lanes
 from assembler.evaluate.errors import EvaluateError
-from assembler.evaluate.harness import RunConfig, run_artifact
+from assembler.evaluate.harness import Progress, RunConfig, run_artifact
 from assembler.evaluate.loader import MAX_LIMIT, EvalSet, check_limits, load_eval
 from assembler.evaluate.qrels import QrelsSet, load_qrels_set, qrels_block, qrels_summary
-from assembler.evaluate.summary import run_summary, threshold_summary
+from assembler.evaluate.summary import counted, run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
 from assembler.run.atomic import commit_together
-from assembler.run.paths import refuse_same_files
+from assembler.run.paths import PathGroup, refuse_same_files
 from assembler.selection import get_policy, policies, register_policy
 
 __all__ = ["register"]
@@ -87,7 +87,55 @@ class _Inputs:
     lanes: CaseLanes
     corpus: Corpus
     corpus_paths: dict[str, str]
-    answers: Answers | None = None
+    answers: Answers | None
+    warnings: list[str]
+
+
+def _read(args: argparse.Namespace, outputs: PathGroup, *inputs: str, makes_folders: bool = False) -> _Inputs:
+    """What ``evaluate``, ``sweep`` and ``tune`` do before their work: refuse an output that is
+    an input or cannot be written, read every input (:func:`_inputs`) and print its warnings.
+    ``inputs`` names the command's inputs beyond those of every run (``thresholds``)."""
+    refuse_same_files(_input_flags(args, *inputs), outputs, makes_folders=makes_folders)
+    given = _inputs(args)
+    _stderr([f"{PREFIX}warning: {warning}" for warning in given.warnings])
+    return given
+
+
+def _terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, OSError, ValueError):  # no standard error, or a closed one
+        return False
+
+
+class _Bars:
+    """The progress bars of a long run on stderr, as ``assemble`` shows its own (tqdm): only when
+    standard error is a terminal and ``-q`` is not given, one bar per step, every bar closed on
+    the way out (an error's line then starts a line of its own)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.enabled = not getattr(args, "quiet", False) and _terminal()
+        self.bars: list[Any] = []
+
+    def __enter__(self) -> Progress | None:
+        return self.bar if self.enabled else None
+
+    def __exit__(self, *exc: object) -> None:
+        for bar in self.bars:
+            bar.close()
+
+    def bar(self, label: str, total: int) -> Callable[[int], None]:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc=label, file=sys.stderr, leave=False)
+        self.bars.append(bar)
+
+        def update(done: int) -> None:
+            bar.update(done)
+            if bar.n >= total:
+                bar.close()
+
+        return update
 
 
 def _inputs(args: argparse.Namespace) -> _Inputs:
@@ -109,7 +157,7 @@ def _inputs(args: argparse.Namespace) -> _Inputs:
     if args.sources is not None:
         preflight(evalset, lanes, corpus, args.sources)
     answers = load_answers(args.answers, evalset) if getattr(args, "answers", None) is not None else None
-    return _Inputs(evalset, thresholds, lanes, corpus, paths, answers)
+    return _Inputs(evalset, thresholds, lanes, corpus, paths, answers, _warnings(evalset, lanes, answers))
 
 
 def _cases(args: argparse.Namespace) -> EvalSet:
@@ -134,7 +182,7 @@ def _warnings(evalset: EvalSet, lanes: CaseLanes, answers: Answers | None = None
             )
     if lanes.unused:
         warnings.append(
-            f"{lanes.unused} lane-dump record(s) in {shown_path(lanes.path)} match no case and were ignored"
+            f"ignored {counted(lanes.unused, 'lane-dump record')} of {shown_path(lanes.path)} that no case asks for"
         )
     return warnings
 
@@ -166,17 +214,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     for flag, value in (("--policy", args.policy), ("--policy-config", args.policy_config)):
         if value is not None and not args.assembly:
             raise EvaluateError(f"{flag} requires --assembly (the baseline has no selection policy)")
-    policy = _policy(args)
-    get_policy(policy)
-    check_writable(args.out)
-    refuse_same_files(_input_flags(args, "thresholds"), {"--out": args.out})
-    given = _inputs(args)
-    warnings = _warnings(given.evalset, given.lanes, given.answers)
-    _stderr([f"{PREFIX}warning: {warning}" for warning in warnings])
     if args.engine == "ray" and not args.assembly:
         raise EvaluateError("--engine ray runs the assembly side: it requires --assembly")
     if args.ray_address is not None and args.engine != "ray":
         raise EvaluateError("--ray-address needs --engine ray")
+    policy = _policy(args)
+    get_policy(policy)
+    given = _read(args, {"--out": args.out}, "thresholds")
     config = RunConfig(
         assembly=args.assembly,
         policy=policy,
@@ -184,16 +228,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         engine=args.engine,
         ray_address=args.ray_address,
     )
-    artifact, _ = run_artifact(
-        given.evalset,
-        given.lanes,
-        config,
-        out=args.out,
-        warnings=warnings,
-        corpus=given.corpus,
-        corpus_paths=given.corpus_paths,
-        answers=given.answers,
-    )
+    with _Bars(args) as progress:
+        artifact, _ = run_artifact(
+            given.evalset,
+            given.lanes,
+            config,
+            out=args.out,
+            warnings=given.warnings,
+            corpus=given.corpus,
+            corpus_paths=given.corpus_paths,
+            answers=given.answers,
+            progress=progress,
+        )
     if isinstance(given.evalset, QrelsSet):
         artifact["qrels"] = qrels_block(given.evalset, artifact)
     if given.thresholds is not None:
@@ -220,11 +266,12 @@ def _input_flags(args: argparse.Namespace, *extra: str) -> dict[str, str | None]
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    check_writable(args.out)
+    """The summary; the changes file only with ``--out`` (a comparison is mostly read, not kept)."""
     refuse_same_files({"BASE": args.base, "HEAD": args.head}, {"--out": args.out})
     comparison = compare_paths(args.base, args.head, resamples=args.resamples, seed=args.seed)
-    _stderr([f"{PREFIX}{line}" for line in format_warnings(comparison.warnings)])
-    write_lines(args.out, comparison.lines())
+    _stderr([f"{PREFIX}{line}" for line in format_warnings(comparison.warnings, written=args.out is not None)])
+    if args.out is not None:
+        write_lines(args.out, comparison.lines())
     _print(comparison.summary(args.out))
     return 0
 
@@ -247,24 +294,24 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     names = ["sweep.csv", "sweep.json", "sweep.png", "sweep.svg"]
     names += [run_name(budget, mode) for budget in budgets for mode in MODES]
     out_files = [str(Path(args.out_dir) / name) for name in names]
-    refuse_same_files(_input_flags(args), {"--out-dir": out_files}, makes_folders=True)
     if not args.no_plot:
         from assembler.evaluate.plot import require_matplotlib
 
         require_matplotlib()
-    given = _inputs(args)
+    given = _read(args, {"--out-dir": out_files}, makes_folders=True)
     evalset = given.evalset
-    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(evalset, given.lanes, given.answers)])
-    result = run_sweep(
-        evalset,
-        given.lanes,
-        budgets,
-        policy,
-        out_dir=args.out_dir,
-        corpus=given.corpus,
-        corpus_paths=given.corpus_paths,
-        answers=given.answers,
-    )
+    with _Bars(args) as progress:
+        result = run_sweep(
+            evalset,
+            given.lanes,
+            budgets,
+            policy,
+            out_dir=args.out_dir,
+            corpus=given.corpus,
+            corpus_paths=given.corpus_paths,
+            answers=given.answers,
+            progress=progress,
+        )
     figures: dict[str, bytes] = {}
     if not args.no_plot:
         from assembler.evaluate.plot import render_figures
@@ -272,7 +319,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         figures = render_figures(result, f"{evalset.name or evalset.path}: baseline vs assembly ({policy})")
     with commit_together():  # every file lands, or none is replaced
         written = write_sweep(result, args.out_dir, figures)
-    _print([*result.summary(), f"wrote {len(written)} file(s) under {shown_path(args.out_dir)}"])
+    _print([*result.summary(), f"wrote {counted(len(written), 'file')} under {shown_path(args.out_dir)}"])
     return 0
 
 
@@ -377,28 +424,27 @@ def _cmd_tune(args: argparse.Namespace) -> int:
     objective = args.objective or args.metric or "recall_at_k"
     parse_objective(objective, answers=args.answers is not None)  # before any file is read
     budgets = parse_budgets(args.budgets)
-    check_writable(args.out)
-    refuse_same_files(_input_flags(args), {"--out": args.out})
-    given = _inputs(args)
-    _stderr([f"{PREFIX}warning: {warning}" for warning in _warnings(given.evalset, given.lanes)])
-    if args.folds > len(given.evalset.cases):
-        raise EvaluateError(f"--folds {args.folds}: the eval set has only {len(given.evalset.cases)} cases")
     for share in args.shares:
         if share is not None and share <= 0:
             raise EvaluateError(f"--shares: {share} is not a positive number")
+    given = _read(args, {"--out": args.out})
+    if args.folds > len(given.evalset.cases):
+        raise EvaluateError(f"--folds {args.folds}: the eval set has only {counted(len(given.evalset.cases), 'case')}")
     start = time.perf_counter()
-    result = tune(
-        given.evalset,
-        given.lanes,
-        budgets,
-        folds=args.folds,
-        seed=args.seed,
-        objective=objective,
-        lags=args.lags,
-        shares=args.shares,
-        margin=args.margin,
-        answers=given.answers,
-    )
+    with _Bars(args) as progress:
+        result = tune(
+            given.evalset,
+            given.lanes,
+            budgets,
+            folds=args.folds,
+            seed=args.seed,
+            objective=objective,
+            lags=args.lags,
+            shares=args.shares,
+            margin=args.margin,
+            answers=given.answers,
+            progress=progress,
+        )
     elapsed = time.perf_counter() - start
     text = dump_json(result.to_json(given.evalset, given.lanes, given.answers))
     write_text(args.out, text)
@@ -557,7 +603,7 @@ def register(commands: Any) -> None:
     compare = sub.add_parser("compare", help="compare two run artifacts case by case")
     compare.add_argument("base", metavar="BASE.json")
     compare.add_argument("head", metavar="HEAD.json")
-    compare.add_argument("--out", action=_Once, default="changes.jsonl", help="changes file (default changes.jsonl)")
+    compare.add_argument("--out", action=_Once, metavar="FILE", help="write the per-case changes (none without it)")
     _significance_flags(compare)
     compare.set_defaults(run=_guarded(_cmd_compare))
 
@@ -577,3 +623,5 @@ def register(commands: Any) -> None:
     sweep.add_argument("--no-plot", action="store_true", help="write the table only (no matplotlib needed)")
     sweep.set_defaults(run=_guarded(_cmd_sweep))
     _tune_parser(sub)
+    for parser in (evaluate, sweep, sub.choices["tune"]):
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars on stderr")

@@ -48,6 +48,7 @@ from assembler.errors import shown
 from assembler.evaluate import metrics
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet
+from assembler.evaluate.summary import counted
 from assembler.run.paths import shown as shown_path
 
 __all__ = [
@@ -165,10 +166,13 @@ class Answers:
         found = []
         name = shown_path(self.path)
         if self.unknown:
-            found.append(f"{self.unknown} line(s) of {name} name a case_id the eval file does not have; ignored")
+            found.append(
+                f"ignored {counted(self.unknown, 'line')} of {name} naming a case_id the eval file does not have"
+            )
         if self.missing:
             found.append(
-                f"{self.missing} case(s) have no line in {name}: answer-in-context is scored over {self.scored} case(s)"
+                f"no line in {name} for {counted(self.missing, 'case')}: answer-in-context is scored over "
+                f"{counted(self.scored, 'case')}"
             )
         return found
 

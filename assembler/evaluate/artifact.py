@@ -19,16 +19,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from assembler.errors import shown_path
-from assembler.evaluate.errors import EvaluateError
 from assembler.run.atomic import AtomicFile
 
 __all__ = [
     "case_value",
-    "check_writable",
     "dump_json",
     "generated_at",
     "scalar",
@@ -90,17 +86,6 @@ def case_value(block: Mapping[str, Any], metric: str) -> float | None:
 def dump_json(value: Any) -> str:
     """Pretty-printed JSON text (UTF-8 raw, two-space indent, trailing newline)."""
     return json.dumps(value, ensure_ascii=False, indent=2) + "\n"
-
-
-def check_writable(path: str) -> None:
-    """Refuse, before any work, an output path that cannot be created (exit 2)."""
-    if path == "-":
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise EvaluateError(f"cannot write {shown_path(path)}: it is a folder")
-    if not target.parent.exists():
-        raise EvaluateError(f"cannot write {shown_path(path)}: folder {shown_path(target.parent)} does not exist")
 
 
 def write_text(path: str, text: str) -> None:

@@ -31,6 +31,7 @@ from assembler.evaluate.artifact import case_value, generated_at, scalar
 from assembler.evaluate.catalog import COMPARISON_METRICS
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.significance import ALPHA, holm, paired_test
+from assembler.evaluate.summary import counted
 
 __all__ = ["EPSILON", "Comparison", "Report", "compare_reports", "describe_budget", "load_report"]
 
@@ -39,6 +40,7 @@ RESAMPLES = 10_000
 """Default resamples of the bootstrap and the randomization test (``--resamples``)."""
 EVALUATION_VERSION = 1
 _STATISTICS = ("distribution", "ratio", "count")
+NO_VALUE = "n/a: no value on that side: the metric is absent there (metrics.NAME.absent says why) or unreadable"
 
 
 @dataclass(frozen=True)
@@ -74,26 +76,63 @@ class Report:
         }
 
 
+NOT_AN_ARTIFACT = "is not an evaluation artifact (the JSON object 'assembler evaluate --out' writes)"
+"""What a compare error says of a file that is not what ``evaluate --out`` writes."""
+_OTHER_FILES = {
+    "taguru_eval": "an eval file, as --eval reads",
+    "taguru_evaluation_changes": "a changes file, as 'evaluate compare --out' writes",
+    "taguru_evaluation_sweep": "a sweep table; its folder's runs/ holds the artifacts",
+    "taguru_evaluate_thresholds": "a thresholds file, as --thresholds reads",
+    "assembler_policy_config": "a policy config, as 'evaluate tune' writes",
+}
+"""The stamps of the other files the evaluate commands read or write, and what each file is."""
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(value), "null" if value is None else "a number"
+    )
+
+
+def _json_lines(text: str) -> bool:
+    """Whether ``text`` is JSON Lines: its first line is one JSON object on its own."""
+    try:
+        return isinstance(read_json(text.lstrip().split("\n", 1)[0]), dict)
+    except ShapeError:
+        return False
+
+
 def load_report(path: str, side: str) -> Report:
-    """Read an artifact; exit-2 errors name the side and the path."""
+    """Read an artifact; exit-2 errors name the side and the path, and a file that is not an
+    artifact (no ``taguru_evaluation`` stamp, JSON Lines, not an object) is said to be one."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise EvaluateError(f"{side} reading {shown_path(path)}: {reason}") from None
+    named = f"{side} {shown_path(path)}"
     try:
         data = read_json(text)  # the strict JSON reader: a ShapeError names the field and the rule
     except ShapeError as exc:
-        raise EvaluateError(
-            f"{side} {shown_path(path)}: malformed evaluation.json: {shown(str(exc), limit=None)}"
-        ) from None
+        if _json_lines(text):
+            raise EvaluateError(f"{named} {NOT_AN_ARTIFACT}: it is JSON Lines (one object per line)") from None
+        raise EvaluateError(f"{named}: malformed evaluation.json: {shown(str(exc), limit=None)}") from None
     if not isinstance(data, dict):
-        raise EvaluateError(f"{side} {shown_path(path)}: malformed evaluation.json: the top level is not an object")
-    stamp = data.get("taguru_evaluation", 0)
-    if isinstance(stamp, bool) or not isinstance(stamp, int) or not 1 <= stamp <= EVALUATION_VERSION:
+        raise EvaluateError(f"{named} {NOT_AN_ARTIFACT}: the top level is {_kind(data)}")
+    if "taguru_evaluation" not in data:
+        other = next((what for stamp, what in _OTHER_FILES.items() if stamp in data), None)
+        found = f" (it is {other})" if other is not None else ""
+        raise EvaluateError(f"{named} {NOT_AN_ARTIFACT}: it has no field taguru_evaluation{found}")
+    stamp = data["taguru_evaluation"]
+    if isinstance(stamp, bool) or not isinstance(stamp, int):
         raise EvaluateError(
-            f"{side} {shown_path(path)}: taguru_evaluation must be within 1..={EVALUATION_VERSION}, "
-            f"got {shown(json.dumps(stamp))}"
+            f"{named} {NOT_AN_ARTIFACT}: field taguru_evaluation must be the integer {EVALUATION_VERSION}, "
+            f"got {_kind(stamp)} ({shown(json.dumps(stamp))})"
+        )
+    if not 1 <= stamp <= EVALUATION_VERSION:
+        raise EvaluateError(
+            f"{named}: field taguru_evaluation is {shown(str(stamp))}: this assembler reads evaluation artifacts of "
+            f"version {EVALUATION_VERSION} only"
         )
     return Report(side, path, data)
 
@@ -148,11 +187,12 @@ class Comparison:
         """Every line of ``changes.jsonl`` (compact JSON, without newlines)."""
         return [_compact(self.header()), *(_compact(record) for record in self.records)]
 
-    def summary(self, out: str) -> list[str]:
-        """The terminal summary."""
+    def summary(self, out: str | None) -> list[str]:
+        """The terminal summary; its last line names the changes file ``out``, or, without one,
+        says how to write it."""
         c = self.counts
         lines = [
-            f"evaluate compare: {c['cases_base']} case(s) in BASE, {c['cases_head']} in HEAD — "
+            f"evaluate compare: {counted(c['cases_base'], 'case')} in BASE, {c['cases_head']} in HEAD — "
             f"{c['improved']} improved, {c['regressed']} regressed, {c['added']} added, {c['removed']} removed, "
             f"{c['unchanged']} unchanged"
         ]
@@ -165,12 +205,15 @@ class Comparison:
                 f"budget {describe_budget(identity['budget'])}"
             )
         lines.append("aggregate:")
+        missing = any(value is None for entry in self.aggregate for value in entry["sides"].values())
         for entry in self.aggregate:
             base, head = entry["sides"]["base"], entry["sides"]["head"]
             left = "n/a" if base is None else f"{base:.3f}"
             right = "n/a" if head is None else f"{head:.3f}"
             delta = "" if entry["delta"] is None else f" (Δ {entry['delta']:+.3f})"
             lines.append(f"  {shown(entry['metric'])}: {left} -> {right}{delta}")
+        if missing:
+            lines.append(f"  {NO_VALUE}")
         lines.extend(_significance_lines(self.significance))
         regressed = [record for record in self.records if record["kind"] == "regressed"]
         for record in regressed[:10]:
@@ -179,8 +222,11 @@ class Comparison:
             )
             lines.append(f"regressed: {shown(record['case_id'])} ({parts})")
         if len(regressed) > 10:
-            lines.append(f"... and {len(regressed) - 10} more regressed case(s)")
-        lines.append(f"wrote {shown_path(out)}")
+            lines.append(f"... and {counted(len(regressed) - 10, 'more regressed case')}")
+        if out is None:
+            lines.append("per-case changes not written: give --out FILE to write them (JSON Lines)")
+        else:
+            lines.append(f"wrote {shown_path(out)}")
         return lines
 
 
@@ -189,13 +235,15 @@ def _significance_lines(block: Mapping[str, Any] | None) -> list[str]:
         return []
     lines = [
         f"significance (paired over cases; 95% bootstrap interval; sign-flip p, Holm-corrected over "
-        f"{len(block['tests'])} metric(s); seed {block['seed']}, {block['resamples']} resamples; * = survives):"
+        f"{counted(len(block['tests']), 'metric')}; seed {block['seed']}, {block['resamples']} resamples; "
+        "* = survives):"
     ]
     for test in block["tests"]:
         low, high = test["interval"]
         mark = " *" if test["significant"] else ""
         lines.append(
-            f"  {test['metric']}: {test['difference']:+.4f} [{low:+.4f}, {high:+.4f}] over {test['cases']} case(s), "
+            f"  {test['metric']}: {test['difference']:+.4f} [{low:+.4f}, {high:+.4f}] "
+            f"over {counted(test['cases'], 'case')}, "
             f"p {test['p_value']:.4f}, Holm {test['p_holm']:.4f}{mark}"
         )
     return lines
@@ -453,9 +501,11 @@ MAX_WARNINGS = 20
 """At most this many warning lines on stderr (every warning is in the changes file's header)."""
 
 
-def format_warnings(warnings: Sequence[str]) -> list[str]:
-    """The stderr lines of the warnings: the first :data:`MAX_WARNINGS`, then how many more."""
+def format_warnings(warnings: Sequence[str], written: bool = True) -> list[str]:
+    """The stderr lines of the warnings: the first :data:`MAX_WARNINGS`, then how many more (and
+    where they all are: the changes file's header, when one is ``written``)."""
     lines = [f"warning: {warning}" for warning in warnings[:MAX_WARNINGS]]
     if len(warnings) > MAX_WARNINGS:
-        lines.append(f"warning: ... and {len(warnings) - MAX_WARNINGS} more (all in the changes file's header)")
+        where = "all in the changes file's header" if written else "--out FILE writes them all into its header"
+        lines.append(f"warning: ... and {len(warnings) - MAX_WARNINGS} more ({where})")
     return lines

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +22,32 @@ from assembler.evaluate.corpus import CitationCheck, Corpus, check_citation
 from assembler.evaluate.dump import CaseLanes, DumpRecord, describe_contexts
 from assembler.evaluate.loader import DEFAULT_LIMIT, EvalCase, EvalSet
 from assembler.evaluate.structural import Structural, run_structural
+from assembler.evaluate.summary import counted
 from assembler.selection import get_policy
 
-__all__ = ["CaseOutcome", "RunConfig", "aggregate", "evaluate_cases", "resolve_budget", "run_artifact"]
+__all__ = [
+    "CaseOutcome",
+    "Progress",
+    "RunConfig",
+    "aggregate",
+    "counter",
+    "evaluate_cases",
+    "resolve_budget",
+    "run_artifact",
+]
 
 BUDGET_REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget")
 RESOLVE_LIMIT = 5
+
+Progress = Callable[[str, int], "Callable[[int], None] | None"]
+"""What reports the progress of a long step (the command line's progress bar): called with the
+step's label and its total, it returns what to call with each number of units done, or None."""
+
+
+def counter(progress: Progress | None, label: str, total: int) -> Callable[[int], None]:
+    """The step's counter from ``progress``; one that does nothing without a ``progress``."""
+    update = None if progress is None else progress(label, total)
+    return update if update is not None else lambda done: None
 
 
 @dataclass(frozen=True)
@@ -270,24 +290,34 @@ def evaluate_case(
 
 
 def evaluate_cases(
-    evalset: EvalSet, lanes: CaseLanes, config: RunConfig, corpus: Corpus | None = None, keep_texts: bool = False
+    evalset: EvalSet,
+    lanes: CaseLanes,
+    config: RunConfig,
+    corpus: Corpus | None = None,
+    keep_texts: bool = False,
+    progress: Progress | None = None,
 ) -> list[CaseOutcome]:
     """Every case in eval order; the assembly side runs as one batch (``engine="ray"``: one Ray job).
-    ``keep_texts``: keep each case's served evidence text (only what answer-in-context needs)."""
+    ``keep_texts``: keep each case's served evidence text (only what answer-in-context needs);
+    ``progress``: the batch (one unit), then the cases scored."""
     pairs = list(zip(evalset.cases, lanes.records, strict=True))
     packages: list[Assembled | None] = [None] * len(pairs)
     if config.assembly:
         assert config.budget is not None
+        assembled = counter(progress, f"assembling {counted(len(pairs), 'case')} in one batch", 1)
         batch = [(dump.raw, case.limit) for case, dump in pairs]
         if config.engine == "ray":
             packages = list(assemble_cases_on_ray(batch, config.budget, config.policy, config.ray_address))
         else:
             texts = [dump.text for _, dump in pairs]
             packages = list(assemble_cases(batch, config.budget, get_policy(config.policy), texts))
-    return [
-        evaluate_case(case, dump, config, lanes.carries_graph, corpus, package, keep_texts)
-        for (case, dump), package in zip(pairs, packages, strict=True)
-    ]
+        assembled(1)
+    scored = counter(progress, "cases scored", len(pairs))
+    outcomes = []
+    for (case, dump), package in zip(pairs, packages, strict=True):
+        outcomes.append(evaluate_case(case, dump, config, lanes.carries_graph, corpus, package, keep_texts))
+        scored(1)
+    return outcomes
 
 
 def _absent(value: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -440,8 +470,10 @@ def run_artifact(
     corpus: Corpus | None = None,
     corpus_paths: Mapping[str, str] | None = None,
     answers: Answers | None = None,
+    progress: Progress | None = None,
 ) -> tuple[dict[str, Any], list[CaseOutcome]]:
-    """Evaluate every case and build the artifact (``thresholds`` left null for the gate to fill).
+    """Evaluate every case and build the artifact (``thresholds`` left null for the gate to fill;
+    ``progress``: as :func:`evaluate_cases` reports it).
 
     ``corpus_paths`` names the snapshot files (``sources``, ``citations``) and their SHA-256 digests
     (``sources_sha256``, ``citations_sha256``), recorded in ``inputs`` and the corpus revision.
@@ -449,7 +481,7 @@ def run_artifact(
     and the additive top-level ``answers`` block after ``metrics``
     (:mod:`assembler.evaluate.answers`); without it the artifact is as before.
     """
-    outcomes = evaluate_cases(evalset, lanes, config, corpus, keep_texts=answers is not None)
+    outcomes = evaluate_cases(evalset, lanes, config, corpus, keep_texts=answers is not None, progress=progress)
     paths = dict(corpus_paths or {})
     inputs: dict[str, Any] = {
         "eval": {"path": evalset.path, "name": evalset.name, "cases": len(evalset.cases)},

@@ -52,6 +52,7 @@ from assembler.contract.text import is_blank
 from assembler.errors import shown
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import MAX_LIMIT, CaseOptions, EvalCase, EvalSet, ExpectedSource
+from assembler.evaluate.summary import counted
 from assembler.run.paths import shown as shown_path
 from assembler.run.queries import read_queries
 
@@ -228,15 +229,16 @@ def load_qrels_set(qrels_path: str, queries_path: str, limit: int | None = None)
     warnings = []
     if untexted:
         warnings.append(
-            f"{len(untexted)} judged query id(s) of {qname} have no text in {tname}: left out ({_some(untexted)})"
+            f"left out {counted(len(untexted), 'judged query id')} of {qname} without a text in {tname} "
+            f"({_some(untexted)})"
         )
     unjudged = [qid for qid in texts if qid not in qrels.judgments]
     if unjudged:
-        warnings.append(f"{len(unjudged)} query id(s) of {tname} have no judgment in {qname}: left out")
+        warnings.append(f"left out {counted(len(unjudged), 'query id')} of {tname} without a judgment in {qname}")
     if unrelevant:
         warnings.append(
-            f"{len(unrelevant)} case(s) judge no document relevant (relevance >= 1): no recall block; "
-            f"the qrels block scores them 0, as trec_eval does ({_some(unrelevant)})"
+            f"no document judged relevant (relevance >= 1) for {counted(len(unrelevant), 'case')}: no recall "
+            f"block; the qrels block scores 0 there, as trec_eval does ({_some(unrelevant)})"
         )
     return QrelsSet(
         path=qrels_path,
@@ -351,4 +353,4 @@ def qrels_summary(block: Mapping[str, Any] | None) -> list[str]:
     if block is None:
         return []
     scores = ", ".join(f"{name} {value:.3f}" for name, value in block["metrics"].items())
-    return [f"qrels (trec_eval definitions) over {len(block['cases'])} case(s): {scores}"]
+    return [f"qrels (trec_eval definitions) over {counted(len(block['cases']), 'case')}: {scores}"]

@@ -8,9 +8,27 @@ from typing import Any
 
 from assembler.errors import shown, shown_path
 
-__all__ = ["run_summary", "threshold_summary"]
+__all__ = ["counted", "duration", "run_summary", "threshold_summary"]
 
 MAX_CASE_VIOLATIONS = 10
+
+
+def counted(count: int, noun: str) -> str:
+    """``count`` and ``noun`` in its number: ``1 case``, ``0 cases``, ``2 cases``.
+
+    >>> counted(1, "case"), counted(0, "case"), counted(2, "more regressed case")
+    ('1 case', '0 cases', '2 more regressed cases')
+    """
+    return f"{count} {noun if count == 1 else noun + 's'}"
+
+
+def duration(ms: float) -> str:
+    """A wall time for a reader: ``57.3 ms`` below a second, ``1.23 s`` from one.
+
+    >>> duration(57.34), duration(1234.0)
+    ('57.3 ms', '1.23 s')
+    """
+    return f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 def _mean(metrics: Mapping[str, Any], name: str) -> float | None:
@@ -36,14 +54,14 @@ def run_summary(artifact: Mapping[str, Any]) -> list[str]:
     structural = sum(1 for case in cases if "structural" in case)
     lines = [
         f"assembler evaluate: {shown_path(inputs['eval']['path'])} over {shown_path(inputs['lanes']['path'])} — "
-        f"{len(cases)} case(s), "
+        f"{counted(len(cases), 'case')}, "
         f"mode {mode}{policy}, {budget_text}",
-        f"passage: {len(cases)} ok, 0 failed; structural lane ran on {structural} case(s)",
+        f"passage: {len(cases)} ok, 0 failed; structural lane ran on {counted(structural, 'case')}",
     ]
     recall_n = metrics["recall.recall_at_k"]["n"]
     if recall_n:
         lines.append(
-            f"recall over {recall_n} case(s): recall@k {_fmt(_mean(metrics, 'recall.recall_at_k'))}, "
+            f"recall over {counted(recall_n, 'case')}: recall@k {_fmt(_mean(metrics, 'recall.recall_at_k'))}, "
             f"MRR {_fmt(_mean(metrics, 'recall.mrr'))}, nDCG {_fmt(_mean(metrics, 'recall.ndcg'))}"
         )
     cross = metrics["lanes.both"]
@@ -52,11 +70,11 @@ def run_summary(artifact: Mapping[str, Any]) -> list[str]:
             f"{name} {metrics[f'lanes.{name}']['numerator']}"
             for name in ("structural_hit", "passage_hit", "both", "neither")
         )
-        lines.append(f"lanes over {cross['n']} case(s): {parts}")
+        lines.append(f"lanes over {counted(cross['n'], 'case')}: {parts}")
     for name in ("concepts", "labels", "associations"):
         value = metrics[f"coverage.{name}"]
         if value["n"]:
-            lines.append(f"coverage.{name} over {value['n']} case(s): mean {_fmt(value['mean'])}")
+            lines.append(f"coverage.{name} over {counted(value['n'], 'case')}: mean {_fmt(value['mean'])}")
     citations = metrics["citations.recall"]
     if citations["n"]:
         validity = metrics["citations.locator_validity"]
@@ -65,30 +83,32 @@ def run_summary(artifact: Mapping[str, Any]) -> list[str]:
             if validity["n"]
             else "locator validity needs --citations FILE or a live server"
         )
-        lines.append(f"citations over {citations['n']} case(s): mean recall {_fmt(citations['mean'])}, {checked}")
+        lines.append(
+            f"citations over {counted(citations['n'], 'case')}: mean recall {_fmt(citations['mean'])}, {checked}"
+        )
     if budget is not None:
         items, size, tokens = (metrics[f"budget.{k}_used"] for k in ("items", "bytes", "tokens"))
         rate = metrics["budget.omitted_rate"]["value"]
         lines.append(
-            f"budget over {items['n']} case(s): mean {_fmt(items['mean'], 1)} item(s) / {_fmt(size['mean'], 1)} "
-            f"byte(s) / {_fmt(tokens['mean'], 1)} token(s) used, budget-omitted rate {_fmt(rate)}"
+            f"budget over {counted(items['n'], 'case')}: mean {_fmt(items['mean'], 1)} items / {_fmt(size['mean'], 1)} "
+            f"bytes / {_fmt(tokens['mean'], 1)} tokens used, budget-omitted rate {_fmt(rate)}"
         )
     diversity = metrics["diversity.sources"]
     if diversity["n"]:
         lines.append(
-            f"diversity over {diversity['n']} case(s): mean {_fmt(diversity['mean'], 1)} distinct source(s) "
+            f"diversity over {counted(diversity['n'], 'case')}: mean {_fmt(diversity['mean'], 1)} distinct sources "
             "in admitted evidence"
         )
     evidence = metrics["latency.evidence_ms"]
     if evidence["n"]:
         lines.append(
-            f"assembly step over {evidence['n']} case(s): mean {_fmt(evidence['mean'])} ms, "
-            f"p90 {_fmt(evidence['p90'])} ms"
+            f"assembly: {duration(evidence['sum'])} for {counted(evidence['n'], 'case')} in one batch "
+            "(each case's latency_ms in the artifact is this time divided evenly)"
         )
     answers = artifact.get("answers", {}).get("metrics", {}).get("answers.in_context")
     if answers is not None and answers["n"]:
         lines.append(
-            f"answer-in-context over {answers['n']} case(s): mean {_fmt(answers['mean'])} "
+            f"answer-in-context over {counted(answers['n'], 'case')}: mean {_fmt(answers['mean'])} "
             "(a normalized gold answer in the served evidence text)"
         )
     absent = sorted(name for name, value in metrics.items() if "absent" in value)
@@ -104,7 +124,7 @@ def threshold_summary(report: Mapping[str, Any]) -> list[str]:
     if report["passed"]:
         lines = [f"thresholds: PASS (sha256 {sha}…)"]
     else:
-        lines = [f"thresholds: FAIL — {len(violations)} violation(s) (sha256 {sha}…)"]
+        lines = [f"thresholds: FAIL — {counted(len(violations), 'violation')} (sha256 {sha}…)"]
     case_violations = [v for v in violations if v["scope"] == "case"]
     for violation in violations:
         if violation["scope"] != "case":
@@ -112,8 +132,8 @@ def threshold_summary(report: Mapping[str, Any]) -> list[str]:
     for violation in case_violations[:MAX_CASE_VIOLATIONS]:
         lines.append(f"  [case {shown(violation['case_id'])}] {violation['metric']}: {violation['reason']}")
     if len(case_violations) > MAX_CASE_VIOLATIONS:
-        lines.append(f"  ... and {len(case_violations) - MAX_CASE_VIOLATIONS} more case-scoped violation(s)")
+        lines.append(f"  ... and {counted(len(case_violations) - MAX_CASE_VIOLATIONS, 'more case-scoped violation')}")
     skipped = report.get("skipped", [])
     if skipped:
-        lines.append(f"  {len(skipped)} case threshold(s) skipped (not applicable)")
+        lines.append(f"  {counted(len(skipped), 'case threshold')} skipped (not applicable)")
     return lines

@@ -32,7 +32,7 @@ from assembler.evaluate.catalog import DEFINITIONS
 from assembler.evaluate.corpus import Corpus
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
-from assembler.evaluate.harness import RunConfig, limits_json, resolve_budget, run_artifact
+from assembler.evaluate.harness import Progress, RunConfig, counter, limits_json, resolve_budget, run_artifact
 from assembler.evaluate.loader import EvalSet
 from assembler.run.atomic import AtomicFile
 
@@ -155,13 +155,15 @@ class SweepResult:
         shown = SUMMARY_METRICS + ((ANSWER_METRIC,) if self.has_answers else ())
         width = max(len("budget"), *(len(b.label) for b in self.budgets))
         lines = [f"{'budget':<{width}}  {'mode':<8}  " + "  ".join(f"{n:>8}" for n in names)]
+        missing = False
         for budget in self.budgets:
             for mode in MODES:
-                cells = []
-                for metric in shown:
-                    v = self.value(budget, mode, metric)
-                    cells.append(f"{'n/a':>8}" if v is None else f"{v:>8.3f}")
+                values = [self.value(budget, mode, metric) for metric in shown]
+                missing |= None in values
+                cells = [f"{'n/a':>8}" if v is None else f"{v:>8.3f}" for v in values]
                 lines.append(f"{budget.label:<{width}}  {mode:<8}  " + "  ".join(cells))
+        if missing:
+            lines.append(f"  n/a: that run has no sample of the metric (its artifact in {RUNS}/ says why)")
         return lines
 
 
@@ -175,10 +177,13 @@ def run_sweep(
     corpus: Corpus | None = None,
     corpus_paths: Mapping[str, str] | None = None,
     answers: Answers | None = None,
+    progress: Progress | None = None,
 ) -> SweepResult:
-    """Run baseline and assembly at every budget (``answers``: answer-in-context rows too)."""
+    """Run baseline and assembly at every budget (``answers``: answer-in-context rows too;
+    ``progress``: the runs done, of budgets x modes)."""
     artifacts: dict[tuple[str, str], dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
+    done = counter(progress, "runs (budgets x baseline, assembly)", len(budgets) * len(MODES))
     for budget in budgets:
         overrides = limits_json(budget.limits)
         for mode in MODES:
@@ -204,6 +209,7 @@ def run_sweep(
                         "n": value.get("n"),
                     }
                 )
+            done(1)
     return SweepResult(list(budgets), policy, artifacts, rows)
 
 

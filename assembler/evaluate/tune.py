@@ -51,8 +51,10 @@ from assembler.evaluate import metrics
 from assembler.evaluate.answers import Answers, in_context, items_in_context, normalized_items
 from assembler.evaluate.dump import CaseLanes
 from assembler.evaluate.errors import EvaluateError
+from assembler.evaluate.harness import Progress, counter
 from assembler.evaluate.loader import EvalSet
 from assembler.evaluate.reselect import Prepared, admitted_hits, baseline_served, policy_admitted, prepare
+from assembler.evaluate.summary import counted
 from assembler.evaluate.sweep import Budget
 from assembler.selection import CONTRACT, QualityPolicy, SelectionPolicy
 from assembler.selection.quality import CONFIG_VERSION, LANES_WITH_FACTS
@@ -353,15 +355,21 @@ class TuneResult:
 
     def recovery(self) -> list[float | None]:
         """Per budget, the share of the contract's held-out gain over the baseline that the tuned
-        setting keeps (None where the contract gains nothing)."""
-        shares: list[float | None] = []
+        setting keeps (None where the contract gains nothing, or no case is scored)."""
+        return [share for share, _ in self._recovery()]
+
+    def _recovery(self) -> list[tuple[float | None, str | None]]:
+        """:meth:`recovery` per budget, with the reason where there is no share."""
+        shares: list[tuple[float | None, str | None]] = []
         for tuned, contract, base in zip(
             self.held_out["tuned"], self.held_out["contract"], self.held_out["baseline"], strict=True
         ):
-            if tuned is None or contract is None or base is None or contract - base <= 0:
-                shares.append(None)
+            if tuned is None or contract is None or base is None:
+                shares.append((None, NOT_SCORED))
+            elif contract - base <= 0:
+                shares.append((None, "the contract does not beat the baseline held out, so it has no gain to keep"))
             else:
-                shares.append((tuned - base) / (contract - base))
+                shares.append(((tuned - base) / (contract - base), None))
         return shares
 
     def to_json(self, evalset: EvalSet, lanes: CaseLanes, answers: Answers | None = None) -> dict[str, Any]:
@@ -442,40 +450,65 @@ class TuneResult:
         candidate = self.candidate or self.setting
         stability = self.stability()
         lines = [
-            f"tuned on {self.metric}, {len(self.folds)} folds (seed {self.seed}), "
-            f"{self.settings_searched} settings; candidate (chosen on every case): {describe(candidate)}",
+            f"tuned on {self.metric}, {counted(len(self.folds), 'fold')} (seed {self.seed}), "
+            f"{counted(self.settings_searched, 'setting')}; candidate (chosen on every case): {describe(candidate)}",
         ]
         if self.decision is not None:
             verdict = "adopted" if self.adopted else "NOT adopted: wrote the untuned quality settings"
             lines.append(f"{verdict} (margin {self.margin:g}): {self.decision.reason}")
         lines += [
             f"stability: the candidate was chosen by {stability['candidate_chosen_in']} of {len(self.folds)} folds; "
-            f"{stability['distinct_settings']} distinct setting(s)",
+            f"{counted(stability['distinct_settings'], 'distinct setting')}",
             "per fold: " + "; ".join(f"{fold.fold}: {describe(fold.setting)}" for fold in self.folds),
             f"held out ({self.metric}; tuned = each fold's own choice):",
             f"{'budget':<28} " + " ".join(f"{mode:>9}" for mode in MODES) + "   tuned-baseline [95% CI]"
             "   tuned-quality [95% CI]",
         ]
+        missing = False
         for index, budget in enumerate(self.budgets):
-            cells = [_cell(self.held_out[mode][index]) for mode in MODES]
-            diffs = [_interval(self.differences[name][index]) for name in ("tuned-baseline", "tuned-quality")]
-            lines.append(f"{budget.label:<28} " + " ".join(cells) + "   " + "   ".join(diffs))
-        recovery = ", ".join("n/a" if r is None else f"{r:.0%}" for r in self.recovery())
-        lines.append(f"share of the contract's held-out gain over the baseline kept: {recovery}")
+            values = [self.held_out[mode][index] for mode in MODES]
+            intervals = [self.differences[name][index] for name in ("tuned-baseline", "tuned-quality")]
+            missing |= None in values or any(interval.mean is None for interval in intervals)
+            lines.append(
+                f"{budget.label:<28} " + " ".join(map(_cell, values)) + "   " + "   ".join(map(_interval, intervals))
+            )
+        lines += _not_scored(missing)
+        recovery = self._recovery()
+        kept = ", ".join(
+            f"{budget.label} {'n/a' if share is None else f'{share:.0%}'}"
+            for budget, (share, _) in zip(self.budgets, recovery, strict=True)
+        )
+        reasons = list(dict.fromkeys(reason for _, reason in recovery if reason is not None))
+        why = f" (n/a: {'; '.join(reasons)})" if reasons else ""
+        lines.append(f"share of the contract's held-out gain over the baseline kept: {kept}{why}")
         if self.by_metric is not None:
             held = self.by_metric["held_out"]
             lines.append("every metric, held out (a trade between metrics shows here):")
             lines.append(f"{'budget':<28} {'metric':<18} " + " ".join(f"{mode:>9}" for mode in MODES))
+            missing = False
             for index, budget in enumerate(self.budgets):
                 for metric, table in held.items():
-                    cells = [_cell(table[mode][index]) for mode in MODES]
-                    lines.append(f"{budget.label:<28} {metric:<18} " + " ".join(cells))
+                    values = [table[mode][index] for mode in MODES]
+                    missing |= None in values
+                    lines.append(f"{budget.label:<28} {metric:<18} " + " ".join(map(_cell, values)))
+            lines += _not_scored(missing)
         return lines
 
 
 def json_key(setting: Mapping[str, Any]) -> str:
     """A setting's JSON object as a hashable key."""
     return repr(sorted(setting.items()))
+
+
+NOT_SCORED = (
+    "no case is scored there: none has an expected source of relevance >= 1 (or, for answer_in_context, a gold answer)"
+)
+"""What an ``n/a`` of the summary's tables means."""
+
+
+def _not_scored(missing: bool) -> list[str]:
+    """The line under a table that says what its ``n/a`` cells mean (none without one)."""
+    return [f"  n/a: {NOT_SCORED}"] if missing else []
 
 
 def _cell(value: float | None) -> str:
@@ -595,11 +628,12 @@ def tune(
     shares: Sequence[float | None] = DEFAULT_SHARES,
     margin: float = DEFAULT_MARGIN,
     answers: Answers | None = None,
+    progress: Progress | None = None,
 ) -> TuneResult:
     """Search the quality policy's settings on ``evalset`` and decide whether to adopt the
     candidate (see the module docstring). ``metric`` is the older name of a one-metric
     ``objective``; ``answers`` adds answer-in-context to the metrics (and to what the objective
-    may weigh).
+    may weigh); ``progress`` is told of the settings scored (nearly all of the time), then the folds.
 
     Raises :class:`~assembler.evaluate.errors.EvaluateError` when the objective is unknown,
     ``folds`` is below 2 or above the number of cases, no budget is given, or the margin is negative.
@@ -619,7 +653,11 @@ def tune(
     )
     settings = grid(lags, shares, fact_lanes=fact_lanes)
     scorer = _Scorer(evalset, prepared, answers)
-    by_setting = [scorer.policy(setting) for setting in settings]
+    scored = counter(progress, "settings scored", len(settings))
+    by_setting = []
+    for setting in settings:
+        by_setting.append(scorer.policy(setting))
+        scored(1)
     per_metric = {name: np.stack([tables[name] for tables in by_setting]) for name in scorer.metrics}
     fixed_metric = {
         "quality": scorer.policy(QualityPolicy()),
@@ -633,6 +671,7 @@ def tune(
     results: list[FoldResult] = []
     pooled = np.full((len(budgets), len(evalset.cases)), np.nan)
     pooled_metric = {name: np.full((len(budgets), len(evalset.cases)), np.nan) for name in scorer.metrics}
+    folded = counter(progress, "folds", folds)
     for fold, held in enumerate(fold_assignment(len(evalset.cases), folds, seed)):
         train = np.setdiff1d(everyone, held)
         pick = _choose(scores, fixed["baseline"], train, 0.0)
@@ -650,6 +689,7 @@ def tune(
                 held_out={mode: _means(tables[mode], held) for mode in MODES},
             )
         )
+        folded(1)
     label = objective_label(weights)
     guarded = {label: (pooled, fixed["baseline"])}
     if len(weights) > 1:

@@ -204,9 +204,9 @@ def test_unknown_case_ids_are_counted_and_missing_cases_are_not_scored(
     block = artifact["answers"]
     assert (block["cases"], block["cases_without_answers"], block["unknown_case_ids"]) == (1, 1, 1)
     err = capsys.readouterr().err
-    assert "1 line(s) of" in err and "name a case_id the eval file does not have" in err
-    assert "1 case(s) have no line in" in err and "scored over 1 case(s)" in err
-    assert any("have no line" in warning for warning in artifact["warnings"])
+    assert "ignored 1 line of" in err and "naming a case_id the eval file does not have" in err
+    assert "no line in" in err and "for 1 case: answer-in-context is scored over 1 case" in err
+    assert any(warning.startswith("no line in") for warning in artifact["warnings"])
 
 
 def test_answers_and_evidence_never_reach_the_messages(

@@ -255,7 +255,7 @@ def test_unused_dump_records_and_offline_filters_warn(
     assert (
         "warning: case 'q1': options.floor/tags not applied: an offline run uses the lane dump's lanes as dumped" in err
     )
-    assert f"warning: 1 lane-dump record(s) in {lanes} match no case and were ignored" in err
+    assert f"warning: ignored 1 lane-dump record of {lanes} that no case asks for" in err
     artifact = json.loads((tmp_path / "r.json").read_text())
     assert len(artifact["warnings"]) == 2
     assert artifact["metrics"]["coverage.concepts"]["absent"] == "no case declares expected_concepts"
@@ -539,3 +539,131 @@ def test_compare_escapes_hostile_ids_and_metric_names_of_an_artifact(
     assert "\x1b" not in captured.err + captured.out
     assert all(len(line) < LINE_BOUND for line in (captured.err + captured.out).splitlines())
     assert not any(line.startswith("assembler: error:") for line in captured.err.splitlines())
+
+
+# --- what the commands say: no file unasked, a non-artifact named, the batch time, plurals, progress ---
+
+
+def test_compare_without_out_writes_no_file_and_says_how_to_write_the_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    evaluate(tmp_path, "b.json", "--max-items", "3")
+    evaluate(tmp_path, "a.json", "--assembly", "--max-items", "3")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert run("compare", "b.json", "a.json") == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["a.json", "b.json"]
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("evaluate compare: 11 cases in BASE, 11 in HEAD")
+    assert out[-1] == "per-case changes not written: give --out FILE to write them (JSON Lines)"
+    assert not any(line.startswith("wrote") for line in out)
+
+
+def test_compare_of_a_file_that_is_not_an_artifact_is_one_line_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    evaluate(tmp_path, "b.json")
+    tuned = tmp_path / "tuned.json"
+    tuned.write_text(json.dumps({"assembler_policy_config": 1, "policy": {"name": "quality"}}), encoding="utf-8")
+    capsys.readouterr()
+    assert run("compare", tmp_path / "b.json", tuned) == 2
+    assert capsys.readouterr().err == (
+        f"assembler: error: HEAD {tuned} is not an evaluation artifact (the JSON object 'assembler evaluate --out' "
+        "writes): it has no field taguru_evaluation (it is a policy config, as 'evaluate tune' writes)\n"
+    )
+    assert run("compare", LANES, tmp_path / "b.json") == 2
+    assert capsys.readouterr().err.endswith(": it is JSON Lines (one object per line)\n")
+
+
+def test_the_summary_gives_the_assembly_batch_time_not_per_case_statistics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifact = evaluate(tmp_path, "a.json", "--assembly")
+    out = capsys.readouterr().out
+    assert "p90" not in out and "mean" not in next(line for line in out.splitlines() if "ms" in line)
+    timing = next(line for line in out.splitlines() if line.startswith("assembly: "))
+    assert timing.endswith(
+        " for 11 cases in one batch (each case's latency_ms in the artifact is this time divided evenly)"
+    )
+    # The artifact keeps its per-case fields (compare and the thresholds read them): equal shares.
+    shares = {block["evidence"]["latency_ms"] for block in artifact["cases"]}
+    evidence = artifact["metrics"]["latency.evidence_ms"]
+    assert len(shares) == 1 and evidence["p90"] == evidence["mean"] == shares.pop()
+
+
+def test_a_count_of_one_is_singular_in_every_summary(
+    tmp_path: Path, write_eval: Writer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = next(line for line in EVAL.read_text(encoding="utf-8").splitlines()[1:] if '"ja-002"' in line)
+    one = write_eval([first])
+    for name, flags in (("b.json", ()), ("a.json", ("--assembly",))):
+        assert run("--eval", one, "--lanes", LANES, "--out", tmp_path / name, *flags) == 0
+    assert run("compare", tmp_path / "b.json", tmp_path / "a.json") == 0
+    captured = capsys.readouterr()
+    assert "(s)" not in captured.out + captured.err
+    assert "— 1 case, mode baseline" in captured.out and " for 1 case in one batch" in captured.out
+    assert "evaluate compare: 1 case in BASE" in captured.out and "over 1 case, p " in captured.out
+    assert main(["evaluate", "tune", "--eval", str(one), "--lanes", str(LANES), "--out", str(tmp_path / "t.json")]) == 2
+    assert "--folds 5: the eval set has only 1 case\n" in capsys.readouterr().err
+
+
+def test_sweep_reports_each_run_done_and_explains_n_a(tmp_path: Path) -> None:
+    from assembler.evaluate.dump import load_lanes
+    from assembler.evaluate.loader import load_eval
+    from assembler.evaluate.sweep import parse_budgets, run_sweep
+
+    evalset = load_eval(str(EVAL))
+    steps: list[list[Any]] = []
+
+    def progress(label: str, total: int) -> Any:
+        steps.append([label, total, 0])
+        return lambda done: steps[-1].__setitem__(2, steps[-1][2] + done)
+
+    result = run_sweep(
+        evalset, load_lanes(str(LANES), evalset), parse_budgets("items=2,5"), "contract", out_dir=str(tmp_path),
+        progress=progress,
+    )  # fmt: skip
+    assert steps == [["runs (budgets x baseline, assembly)", 4, 4]]
+    assert not any("n/a" in line for line in result.summary())
+    result.artifacts[("items=5", "assembly")]["metrics"]["citations.recall"] |= {"n": 0, "mean": None}
+    lines = result.summary()
+    assert lines[-2].startswith("items=5  assembly") and "n/a" in lines[-2]
+    assert lines[-1] == "  n/a: that run has no sample of the metric (its artifact in runs/ says why)"
+
+
+@pytest.mark.parametrize(
+    ("command", "steps"),
+    [
+        (["--assembly", "--out", "a.json"], ["assembling 11 cases in one batch: ", "cases scored: "]),
+        (
+            ["sweep", "--budgets", "items=2,5", "--no-plot", "--out-dir", "sweep"],
+            ["runs (budgets x baseline, assembly): "],
+        ),
+        (
+            ["tune", "--lags", "none,1", "--shares", "none", "--folds", "2", "--out", "t.json"],
+            ["settings scored: ", "folds: "],
+        ),
+    ],
+    ids=["evaluate", "sweep", "tune"],
+)
+def test_progress_bars_show_on_a_terminal_unless_quiet(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: list[str],
+    steps: list[str],
+) -> None:
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    subcommand = [] if command[0].startswith("-") else command[:1]
+    argv = ["evaluate", *subcommand, "--eval", str(EVAL), "--lanes", str(LANES), *command[len(subcommand) :]]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert main(argv) == 0
+    shown = capsys.readouterr().err
+    assert all(f"\r{step}  0%|" in shown for step in steps), shown  # each bar's first frame (tqdm)
+    assert main([*argv, "-q"]) == 0
+    assert not any(step in capsys.readouterr().err for step in steps)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)  # not a terminal: no bar, as for assemble
+    assert main(argv) == 0
+    assert not any(step in capsys.readouterr().err for step in steps)

@@ -200,6 +200,17 @@ def test_the_mismatch_warnings_in_order() -> None:
     ]
 
 
+def test_an_aggregate_without_a_value_on_one_side_is_explained_once() -> None:
+    head = report(mode="assembly")
+    head["definitions"]["latency.evidence_ms"] = {"statistic": "distribution"}
+    head["metrics"]["latency.evidence_ms"] = {"n": 1, "mean": 2.5}
+    summary = compare(report(), head).summary(None)
+    assert "  latency.evidence_ms: n/a -> 2.500" in summary
+    legend = "  n/a: no value on that side: the metric is absent there (metrics.NAME.absent says why) or unreadable"
+    assert summary.count(legend) == 1 and summary[summary.index(legend) - 1].startswith("  recall.ndcg: ")
+    assert legend not in compare(report(), report()).summary(None)
+
+
 def test_changes_lines_are_json_header_first_and_carry_no_text() -> None:
     base = report([case("a", ndcg=0.5), case("b", mrr=1.0)])
     head = report([case("a", ndcg=0.9), case("b", mrr=1.0)], budget=None)
@@ -215,14 +226,18 @@ def test_changes_lines_are_json_header_first_and_carry_no_text() -> None:
         assert all(forbidden not in line for line in lines)
 
 
+NOT_AN_ARTIFACT = "BASE {path} is not an evaluation artifact (the JSON object 'assembler evaluate --out' writes): "
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         (None, "BASE reading {path}: "),
         ("{", "BASE {path}: malformed evaluation.json: "),
-        ("[]", "BASE {path}: malformed evaluation.json: the top level is not an object"),
-        ({"taguru_evaluation": 2}, "BASE {path}: taguru_evaluation must be within 1..=1, got 2"),
-        ({}, "BASE {path}: taguru_evaluation must be within 1..=1, got 0"),
+        (
+            {"taguru_evaluation": 2},
+            "BASE {path}: field taguru_evaluation is 2: this assembler reads evaluation artifacts of version 1 only",
+        ),
     ],
 )
 def test_load_errors(tmp_path: Path, content: Any, message: str) -> None:
@@ -232,6 +247,37 @@ def test_load_errors(tmp_path: Path, content: Any, message: str) -> None:
     with pytest.raises(EvaluateError) as caught:
         load_report(str(path), "BASE")
     assert caught.value.lines[0].startswith(message.format(path=path))
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("[]", "the top level is an array"),
+        ({}, "it has no field taguru_evaluation"),
+        ({"taguru_evaluation": "1"}, 'field taguru_evaluation must be the integer 1, got a string ("1")'),
+        ({"taguru_evaluation": True}, "field taguru_evaluation must be the integer 1, got a boolean (true)"),
+        (
+            {"assembler_policy_config": 1, "policy": {}},
+            "it has no field taguru_evaluation (it is a policy config, as 'evaluate tune' writes)",
+        ),
+        (
+            {"taguru_evaluation_sweep": 1},
+            "it has no field taguru_evaluation (it is a sweep table; its folder's runs/ holds the artifacts)",
+        ),
+        (
+            '{"kind":"header","taguru_evaluation_changes":1}\n{"kind":"improved"}\n',
+            "it is JSON Lines (one object per line)",
+        ),
+    ],
+)
+def test_a_file_that_is_not_an_artifact_is_named_as_such_with_what_is_wrong(
+    tmp_path: Path, content: Any, why: str
+) -> None:
+    path = tmp_path / "base.json"
+    path.write_text(content if isinstance(content, str) else dumps(content), encoding="utf-8")
+    with pytest.raises(EvaluateError) as caught:
+        load_report(str(path), "BASE")
+    assert caught.value.lines == [NOT_AN_ARTIFACT.format(path=path) + why]
 
 
 def test_a_well_formed_report_loads_tolerantly(tmp_path: Path) -> None:

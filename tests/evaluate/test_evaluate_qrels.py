@@ -129,9 +129,9 @@ def test_queries_on_one_side_only_are_left_out_with_a_warning(tmp_path: Path) ->
     assert [case.case_id for case in qset.cases] == ["j0", "j1", "z"]
     assert qset.cases[2].expected_sources == ()
     assert qset.warnings == (
-        f"4 judged query id(s) of {qrels} have no text in {queries}: left out ('j2', 'j3', 'j4' and 1 more)",
-        f"2 query id(s) of {queries} have no judgment in {qrels}: left out",
-        "1 case(s) judge no document relevant (relevance >= 1): no recall block; the qrels block scores them 0, "
+        f"left out 4 judged query ids of {qrels} without a text in {queries} ('j2', 'j3', 'j4' and 1 more)",
+        f"left out 2 query ids of {queries} without a judgment in {qrels}",
+        "no document judged relevant (relevance >= 1) for 1 case: no recall block; the qrels block scores 0 there, "
         "as trec_eval does ('z')",
     )
 
@@ -363,10 +363,10 @@ def test_warnings_reach_stderr_and_the_artifact(tmp_path: Path, capsys: pytest.C
     lanes = write(tmp_path / "lanes.jsonl", dumps(record("q1", [passage("d2", 0), passage("d1", 0)])) + "\n")
     out = tmp_path / "r.json"
     assert run("--qrels", qrels, "--queries", queries, "--lanes", lanes, "--out", out) == 0
-    warning = f"1 judged query id(s) of {qrels} have no text in {queries}: left out ('q9')"
+    warning = f"left out 1 judged query id of {qrels} without a text in {queries} ('q9')"
     captured = capsys.readouterr()
     assert f"assembler: evaluate: warning: {warning}" in captured.err
-    assert "qrels (trec_eval definitions) over 1 case(s): ndcg@10 0.631, recall@10 1.000, mrr@10 0.500" in captured.out
+    assert "qrels (trec_eval definitions) over 1 case: ndcg@10 0.631, recall@10 1.000, mrr@10 0.500" in captured.out
     artifact = json.loads(out.read_text(encoding="utf-8"))
     assert artifact["warnings"] == [warning]
     assert artifact["cases"][0]["recall"]["mrr"] == artifact["qrels"]["cases"][0]["mrr@10"] == 0.5

@@ -127,7 +127,7 @@ def test_compare_marks_only_the_differences_that_survive_holm() -> None:
     assert low == pytest.approx(0.2) and high == pytest.approx(0.2)
     assert result.significance["budget"] == {"base": {"max_items": 5}, "head": {"max_items": 5}}
     summary = "\n".join(result.summary("changes.jsonl"))
-    assert "recall.ndcg: +0.2000 [+0.2000, +0.2000] over 40 case(s)" in summary and "*" in summary
+    assert "recall.ndcg: +0.2000 [+0.2000, +0.2000] over 40 cases," in summary and "*" in summary
     header = json.loads(result.lines()[0])
     assert header["significance"]["tests"] == result.significance["tests"]
     aggregate = {entry["metric"]: entry for entry in result.aggregate}

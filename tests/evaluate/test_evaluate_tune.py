@@ -459,3 +459,66 @@ def test_the_searchs_answer_in_context_equals_the_harness(tmp_path: Path, name: 
         )
         slow = [block.get("answer_in_context", np.nan) for block in artifact["cases"]]
         assert np.array_equal(baseline[index], np.array(slow, dtype=float), equal_nan=True)
+
+
+# --- what tune says while and after it searches ----------------------------------------------------
+
+
+def test_tune_reports_progress_over_the_settings_then_the_folds() -> None:
+    evalset = load_eval(str(EVAL))
+    steps: list[list[Any]] = []
+
+    def progress(label: str, total: int) -> Any:
+        steps.append([label, total, 0])
+        return lambda done: steps[-1].__setitem__(2, steps[-1][2] + done)
+
+    result = tune(
+        evalset, load_lanes(str(LANES), evalset), parse_budgets("default"), folds=3, lags=[None, 1], shares=[None],
+        progress=progress,
+    )  # fmt: skip
+    assert steps == [["settings scored", result.settings_searched, result.settings_searched], ["folds", 3, 3]]
+
+
+def test_every_n_a_of_the_tune_summary_says_what_it_means() -> None:
+    from dataclasses import replace
+
+    from assembler.evaluate.tune import MODES, Interval
+
+    evalset = load_eval(str(EVAL))
+    result = tune(evalset, load_lanes(str(LANES), evalset), parse_budgets("items=3,default"), folds=3, lags=[None, 1],
+                  shares=[None])  # fmt: skip
+    # On the mini set the contract is below the baseline held out: it has no gain the tuning could keep.
+    kept = next(line for line in result.summary() if line.startswith("share of the contract's"))
+    assert kept == (
+        "share of the contract's held-out gain over the baseline kept: items=3 n/a, default n/a (n/a: the contract "
+        "does not beat the baseline held out, so it has no gain to keep)"
+    )
+    # No case scored (no expected source of relevance >= 1): every cell n/a, and a line says why.
+    unscored = replace(
+        result,
+        held_out={mode: [None, None] for mode in MODES},
+        differences={name: [Interval(None, None, None, 0)] * 2 for name in result.differences},
+    )
+    lines = unscored.summary()
+    note = (
+        "  n/a: no case is scored there: none has an expected source of relevance >= 1 (or, for answer_in_context, "
+        "a gold answer)"
+    )
+    assert lines.count(note) == 1 and lines[lines.index(note) - 1].startswith("default ")
+    assert "items=3 n/a, default n/a (n/a: no case is scored there" in "\n".join(lines)
+    assert [line for line in result.summary() if "n/a" in line] == [kept]
+
+
+def test_tune_prints_the_answers_warnings_as_evaluate_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        '{"case_id": "ja-002", "answers": ["青嶺"]}\n{"case_id": "nope", "answers": ["x"]}\n', encoding="utf-8"
+    )
+    argv = ["evaluate", "tune", "--eval", str(EVAL), "--lanes", str(LANES), "--answers", str(answers)]
+    assert main([*argv, "--lags", "none,1", "--shares", "none", "--folds", "2", "--out", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    assert f"assembler: evaluate: warning: ignored 1 line of {answers} naming a case_id" in err
+    assert (
+        f"assembler: evaluate: warning: no line in {answers} for 10 cases: answer-in-context is scored over 1 case"
+        in err
+    )
