@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 from typing import Any
 
@@ -60,9 +60,20 @@ from assembler.run.batch import (
     rejected_entries,
 )
 from assembler.run.environment import environment_defaults
-from assembler.run.io import RawRecord
+from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
+from assembler.run.parts import (
+    PartNames,
+    Parts,
+    Span,
+    Splitter,
+    read_bytes,
+    read_spans,
+    read_table,
+    write_bytes,
+    write_table,
+)
 from assembler.run.signals import TERMINAL, held_signals
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
@@ -72,8 +83,10 @@ __all__ = [
     "ChunkJob",
     "ChunkResult",
     "Claims",
+    "StoredChunk",
     "assemble_chunk",
     "assemble_sent_chunk",
+    "assemble_stored_chunk",
     "default_workers",
     "input_size",
     "run_pooled",
@@ -144,6 +157,7 @@ class ChunkJob:
     on_error: OnError
     parquet: bool
     assess: bool
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     @classmethod
     def of(cls, options: RunOptions) -> ChunkJob:
@@ -156,6 +170,7 @@ class ChunkJob:
             options.on_error,
             options.output_format == "parquet",
             options.assess,
+            options.max_record_bytes,
         )
 
 
@@ -205,6 +220,46 @@ def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
         rejected=assembled.rejected,
         rejected_rows=assembled.rejected_rows,
     )
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk a started worker read from where it lies and assembled into part files
+    (:mod:`assembler.run.parts`): its :class:`ChunkResult` with ``lines`` (or, for Parquet, the
+    packages' rows) and, when there are any, the rejected records in the parts instead."""
+
+    result: ChunkResult
+    names: PartNames
+    rejects_stored: bool
+
+
+def _store(result: ChunkResult, names: PartNames) -> StoredChunk:
+    """Write a chunk's bulk to its parts (a worker's side)."""
+    if result.lines is not None:
+        write_bytes(names.packages, result.lines, names.output)
+        packages = result.packages  # the summary columns: small
+    else:
+        write_table(names.packages, result.packages, names.output)
+        packages = result.packages.slice(0, 0)
+    stored = result.rejected.num_rows > 0
+    if stored:
+        write_table(names.rejects, result.rejected, names.output)
+    kept = replace(
+        result, lines=None if result.lines is None else b"", packages=packages, rejected=result.rejected.slice(0, 0)
+    )
+    return StoredChunk(kept, names, stored)
+
+
+def _load(stored: StoredChunk, parts: Parts) -> ChunkResult:
+    """A stored chunk's :class:`ChunkResult` read back from its parts, which are then removed."""
+    names, result = stored.names, stored.result
+    if result.lines is None:
+        lines, packages = None, read_table(names.packages, names.output)
+    else:
+        lines, packages = read_bytes(names.packages, names.output), result.packages
+    rejected = read_table(names.rejects, names.output) if stored.rejects_stored else result.rejected
+    parts.remove(names)
+    return replace(result, lines=lines, packages=packages, rejected=rejected)
 
 
 class Claims:
@@ -273,6 +328,17 @@ def assemble_sent_chunk(slot: int, table: pa.Table, job: ChunkJob) -> ChunkResul
     if not _WORKER_CLAIMS.claim(slot, Claims.STARTED):
         return None
     return assemble_chunk(table, job)
+
+
+def assemble_stored_chunk(slot: int, spans: tuple[Span, ...], job: ChunkJob, names: PartNames) -> StoredChunk | None:
+    """A started worker's task for a chunk sent by where it lies: read it (:func:`read_spans`),
+    :func:`assemble_chunk` it and write it to its parts; ``None`` as :func:`assemble_sent_chunk`
+    gives it."""
+    assert _WORKER_CLAIMS is not None, "a worker task outside a started worker"
+    if not _WORKER_CLAIMS.claim(slot, Claims.STARTED):
+        return None
+    result = assemble_chunk(read_spans(spans, job.max_record_bytes), job)
+    return None if result is None else _store(result, names)
 
 
 class _OrderedWriter:
@@ -345,6 +411,8 @@ def run_pooled(
     rejects: Rejects,
     summary: RunSummary,
     progress: Callable[[int], None] | None,
+    splitter: Splitter | None = None,
+    parts: Parts | None = None,
 ) -> None:
     """Assemble every chunk of ``tables`` with ``workers`` processes, this one included; write in
     input order.
@@ -353,6 +421,9 @@ def run_pooled(
     it assembles an input of one chunk without a pool, and else the first chunk while the
     workers start. A read error (an unreadable second file, say) is raised once the chunks read
     before it are written, as in the one-process run, so that an earlier bad record still wins.
+    With ``splitter`` (the one that opened the inputs of ``tables``) and ``parts``, a chunk with
+    :meth:`~assembler.run.parts.Splitter.spans` is sent by where it lies and comes back in part
+    files.
     """
     failure: list[Exception] = []
 
@@ -377,7 +448,7 @@ def run_pooled(
     started = workers - 1  # this process is one of the workers
     limit = IN_FLIGHT_PER_WORKER * started
     # (chunk, its slot in the claims while a started worker may assemble it, result)
-    pending: deque[tuple[pa.Table, int | None, Future[ChunkResult | None]]] = deque()
+    pending: deque[tuple[pa.Table, int | None, Future[ChunkResult | StoredChunk | None]]] = deque()
     # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
     # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
     # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.
@@ -387,14 +458,19 @@ def run_pooled(
 
     def submit(table: pa.Table) -> None:
         may_spawn = len(executor._processes or {}) < started  # a submit starts workers until all run
+        spans = splitter.spans(table) if splitter is not None and parts is not None else None
         slot = claims.send()
+        future: Future[ChunkResult | StoredChunk | None]
         with _spawning(may_spawn):
-            future = executor.submit(assemble_sent_chunk, slot, table, job)
+            if spans is None or parts is None:
+                future = executor.submit(assemble_sent_chunk, slot, table, job)
+            else:
+                future = executor.submit(assemble_stored_chunk, slot, spans, job, parts.new())
         pending.append((table, slot, future))
 
-    def assembled_here(table: pa.Table) -> Future[ChunkResult | None]:
+    def assembled_here(table: pa.Table) -> Future[ChunkResult | StoredChunk | None]:
         """This process's share: assembled now, written in its turn."""
-        future: Future[ChunkResult | None] = Future()
+        future: Future[ChunkResult | StoredChunk | None] = Future()
         with held_signals():
             future.set_result(assemble_chunk(table, job))
         return future
@@ -402,6 +478,9 @@ def run_pooled(
     def take_oldest() -> None:
         table, _, future = pending.popleft()
         result = future.result()
+        if isinstance(result, StoredChunk):
+            assert parts is not None
+            result = _load(result, parts)
         if result is None:  # a bad record, on_error="stop": the one-process step raises the first one
             in_process(table)
             raise RuntimeError("a worker refused a chunk that this process accepts")
@@ -456,6 +535,8 @@ def run_pooled(
             if not finished:
                 claims.take_back_all()  # nobody will read them
             _shut_down(executor)
+            if parts is not None:  # no worker writes any more
+                parts.remove_all()
     if failure:
         raise failure[0]
 
