@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import io
+import itertools
 import os
 import stat
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from assembler.errors import OutputError, UsageError
 from assembler.run.atomic import AtomicFile
@@ -65,18 +67,21 @@ class Mark:
 @dataclass(frozen=True)
 class Span:
     """The rows of a chunk that come from one file: lines ``first_line`` to ``last_line`` (``rows``
-    records, blank lines aside), marks at or before the newline that ends the line before
-    ``first_line`` (``start``) and the one that ends ``last_line`` (``end``), and the bytes of the
-    file the command had read by then (``read``: a last line without a newline ends there)."""
+    records of ``size`` bytes, blank lines aside), marks at or before the newline that ends the
+    line before ``first_line`` (``start``) and the one that ends ``last_line`` (``end``), the bytes
+    of the file the command had read by then (``read``: a last line without a newline ends there)
+    and the file's device and inode (``identity``)."""
 
     path: str
     name: str
     first_line: int
     last_line: int
     rows: int
+    size: int
     start: Mark
     end: Mark
     read: int
+    identity: tuple[int, int]
 
 
 class _Counted(io.RawIOBase):
@@ -85,6 +90,7 @@ class _Counted(io.RawIOBase):
     def __init__(self, raw: Any) -> None:
         super().__init__()
         self.raw = raw
+        self.identity = _identity(raw)
         self.offsets = [0]
         self.newlines = [0]
 
@@ -106,8 +112,8 @@ class _Counted(io.RawIOBase):
         return self.offsets[-1]
 
     def mark_before(self, newline: int) -> Mark:
-        """The last mark with fewer than ``newline`` newlines before it (``newline`` >= 1)."""
-        index = bisect.bisect_left(self.newlines, newline) - 1
+        """The last mark with fewer than ``newline`` newlines before it (``Mark(0, 0)`` for 0)."""
+        index = max(0, bisect.bisect_left(self.newlines, newline) - 1)
         return Mark(self.offsets[index], self.newlines[index])
 
     def close(self) -> None:
@@ -149,19 +155,35 @@ class Splitter:
         if any(index not in self._files for index in set(files)):
             return None
         lines = table.column(SOURCE_LINE).to_pylist()
-        names = table.column(SOURCE_FILE)
-        spans: list[Span] = []
-        start = 0
-        for stop in [*(row for row in range(1, len(files)) if files[row] != files[row - 1]), len(files)]:
-            counted, first, last = self._files[files[start]], lines[start], lines[stop - 1]
-            path = self.paths[files[start]]
-            start_mark = Mark(0, 0) if first == 1 else counted.mark_before(first - 1)
-            end_mark = counted.mark_before(last)
-            spans.append(
-                Span(path, names[start].as_py(), first, last, stop - start, start_mark, end_mark, counted.bytes_read)
-            )
-            start = stop
-        return tuple(spans)
+        starts = [0, *(row for row in range(1, len(files)) if files[row] != files[row - 1]), len(files)]
+        return tuple(
+            self._span(table, files[start], lines[start:stop], start) for start, stop in itertools.pairwise(starts)
+        )
+
+    def _span(self, table: pa.Table, index: int, lines: list[int], row: int) -> Span:
+        counted, first, last = self._files[index], lines[0], lines[-1]
+        name = table.column(SOURCE_FILE)[row].as_py()
+        size = _line_bytes(table.column(JSON_LINE).slice(row, len(lines)))
+        start, end = counted.mark_before(first - 1), counted.mark_before(last)
+        return Span(
+            self.paths[index], name, first, last, len(lines), size, start, end, counted.bytes_read, counted.identity
+        )
+
+
+def _identity(raw: Any) -> tuple[int, int]:
+    info = os.fstat(raw.fileno())
+    return info.st_dev, info.st_ino
+
+
+def _line_bytes(column: pa.ChunkedArray | pa.Array) -> int:
+    return int(pc.sum(pc.binary_length(column)).as_py() or 0)
+
+
+def _same_rows(table: pa.Table, span: Span) -> bool:
+    """Whether lines read back hold as many records, of as many bytes, from the same first line."""
+    if table.num_rows != span.rows or _line_bytes(table.column(JSON_LINE)) != span.size:
+        return False
+    return bool(table.column(SOURCE_LINE)[0].as_py() == span.first_line)
 
 
 def _after_newline(raw: Any, mark: Mark, newline: int, limit: int) -> int | None:
@@ -190,16 +212,13 @@ def read_spans(spans: tuple[Span, ...], max_record_bytes: int) -> pa.Table:
         with raw:
             start = 0 if span.first_line == 1 else _after_newline(raw, span.start, span.first_line - 1, span.read)
             end = _after_newline(raw, span.end, span.last_line, span.read)
-            table = range_table(
-                raw,
-                span.name,
-                start or 0,
-                span.read if end is None else end,
-                first_line=span.first_line,
-                max_record_bytes=max_record_bytes,
-            )
-        lines = table.column(SOURCE_LINE)
-        if start is None or table.num_rows != span.rows or lines[0].as_py() != span.first_line:
+            table = None
+            if start is not None and _identity(raw) == span.identity:
+                end = span.read if end is None else end
+                table = range_table(
+                    raw, span.name, start, end, first_line=span.first_line, max_record_bytes=max_record_bytes
+                )
+        if table is None or not _same_rows(table, span):
             raise UsageError(f"{span.name} changed while it was read (lines {span.first_line} to {span.last_line})")
         tables.append(table)
     return pa.concat_tables(tables)

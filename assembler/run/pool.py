@@ -534,9 +534,11 @@ def run_pooled(
         finally:
             if not finished:
                 claims.take_back_all()  # nobody will read them
-            _shut_down(executor)
-            if parts is not None:  # no worker writes any more
-                parts.remove_all()
+            try:
+                _shut_down(executor)
+            finally:
+                if parts is not None:  # no worker writes any more (unless the shut-down was cut short)
+                    parts.remove_all()
     if failure:
         raise failure[0]
 

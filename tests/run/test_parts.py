@@ -96,12 +96,31 @@ def test_standard_input_compressed_and_parquet_inputs_have_no_spans(tmp_path: Pa
     assert [spans is not None for _, spans in split] == [True, False, False]
 
 
-def test_an_input_changed_after_it_was_read_is_a_usage_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "change",
+    [b"one\n\ntwo\nthree\n", b"one\ntwo!\nthree\n", b"one\n"],
+    ids=["lines-moved", "longer-line", "cut-short"],
+)
+def test_an_input_changed_in_place_after_it_was_read_is_a_usage_error(tmp_path: Path, change: bytes) -> None:
     path = tmp_path / "in.jsonl"
     path.write_bytes(b"one\ntwo\nthree\n")
     (_, spans), *_ = chunks_and_spans([str(path)], 2, None, 1000)
-    path.write_bytes(b"one\n\ntwo\nthree\n")
+    with path.open("r+b") as handle:
+        handle.truncate(0)
+        handle.write(change)
     with pytest.raises(UsageError, match=r"in\.jsonl changed while it was read \(lines 1 to 2\)"):
+        read_spans(spans, 1000)
+
+
+def test_an_input_replaced_after_it_was_read_is_a_usage_error(tmp_path: Path) -> None:
+    """Another file renamed over the input, with the same lines: not the file the command read."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"one\ntwo\nthree\n")
+    (_, spans), *_ = chunks_and_spans([str(path)], 2, None, 1000)
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(path.read_bytes())
+    other.replace(path)
+    with pytest.raises(UsageError, match="changed while it was read"):
         read_spans(spans, 1000)
 
 
