@@ -11,6 +11,18 @@ read, sent and wrote would leave a core half idle, and one more worker would cos
 start). At the end of the input it takes back the chunks no worker has started. Results are taken
 strictly in input order, so that memory stays bounded by the chunk size.
 
+What goes through the pool's pipes is small when it can be: a chunk of plain JSON Lines files
+(regular files, not compressed) is sent by where it lies (:class:`~assembler.run.parts.Span`, found
+as the command reads), and the worker reads it from the files itself and writes what it assembled
+to part files beside the output's temporary, which the command reads back in its turn
+(:func:`assemble_stored_chunk`, :mod:`assembler.run.parts`). Other chunks (standard input, gzip
+and zstd, Parquet, records over the size limit), and every chunk of a run whose output streams,
+go through the pipes whole, and so do their packages. Such a chunk that the command assembles
+itself behind unwritten ones waits in part files too, its table let go (read again from its spans
+if a repeated id or a bad record needs it): so the command does not wait for a worker that is
+starting or held up, up to ``RUN_AHEAD_CHUNKS`` chunks ahead, with memory still bounded by the
+chunks held in memory.
+
 A chunk is assembled by :func:`assemble_chunk` wherever it runs: :func:`assembler.run.batch.assemble_table`
 with no ``seen`` set (duplicates within the chunk only), giving a :class:`ChunkResult`: the package
 lines already rendered (JSON Lines, with ``--assess`` too) or the ``PACKAGE_SCHEMA`` table
@@ -19,8 +31,9 @@ the Ray engine's driver, then rejects a query id already written from an earlier
 reject to :class:`~assembler.run.outputs.Rejects` in input order and writes the rest. With
 ``on_error="stop"`` a chunk that holds a bad record comes back unassembled, and the command
 validates it with the one-process step, which raises the first bad record's error; the chunks no
-worker has started are taken back, and the ones a worker holds are finished and dropped
-(:func:`_shut_down`). Output, errors file and counts are byte for byte those of the one-process run.
+worker has started are taken back, and the ones a worker holds are finished and dropped, with
+every part file (:func:`_shut_down`). Output, errors file and counts are byte for byte those of the
+one-process run.
 
 Taking a chunk back goes through :class:`Claims`, not the pool's ``Future.cancel``: Python 3.11's
 pool fails in its own thread (a traceback, and workers left running) when a worker dies while a
@@ -98,6 +111,10 @@ IN_FLIGHT_PER_WORKER = 4
 assembles a chunk in about the time a worker does and also reads and writes every chunk, so a
 worker is given more than the one or two it finishes meanwhile, not to run dry. The command holds
 at most this many more chunks (and results) than the workers' queues."""
+RUN_AHEAD_CHUNKS = 64
+"""The most chunks the command holds in order behind the oldest unwritten one. Those it assembles
+itself from spans wait in part files (a chunk's packages on disk, a few MB), not in memory: so it
+goes on assembling while a worker starts (about a second) or is held up, rather than waiting."""
 PARENT_CHECK_SECONDS = 1.0
 """How often a worker checks that the process that started it is still alive."""
 THREAD_VARIABLES = ("POLARS_MAX_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -341,6 +358,34 @@ def assemble_stored_chunk(slot: int, spans: tuple[Span, ...], job: ChunkJob, nam
     return None if result is None else _store(result, names)
 
 
+@dataclass
+class _Pending:
+    """A chunk the command holds until its turn to be written: its table (``None`` once its result
+    waits in part files: read again from its ``spans`` when needed), its slot in the claims while
+    a started worker may assemble it, and its result."""
+
+    table: pa.Table | None
+    spans: tuple[Span, ...] | None
+    slot: int | None
+    future: Future[ChunkResult | StoredChunk | None]
+
+    def table_of(self, job: ChunkJob) -> pa.Table:
+        if self.table is None:
+            assert self.spans is not None, "a chunk without spans keeps its table"
+            self.table = read_spans(self.spans, job.max_record_bytes)
+        return self.table
+
+    def held(self) -> bool:
+        """Whether it holds a chunk's worth of memory: its table, or a result not in part files."""
+        if self.table is not None:
+            return True
+        return self.future.done() and self.future.exception() is None and isinstance(self.future.result(), ChunkResult)
+
+    def refused(self) -> bool:
+        """Whether its result is an error, or a bad record's ``None`` (``on_error="stop"``)."""
+        return self.future.done() and (self.future.exception() is not None or self.future.result() is None)
+
+
 class _OrderedWriter:
     """The parent's side: rejects and packages of each chunk, taken in input order."""
 
@@ -358,7 +403,8 @@ class _OrderedWriter:
         self.progress = progress
         self.seen = seen  # query ids written from earlier chunks
 
-    def take(self, table: pa.Table, result: ChunkResult) -> None:
+    def take(self, table: Callable[[], pa.Table], result: ChunkResult) -> None:
+        """Write a chunk's result; ``table`` gives its input table (only needed for a repeated id)."""
         keep = self._take_rejects(table, result)
         packages = result.packages
         lines = result.lines
@@ -375,7 +421,7 @@ class _OrderedWriter:
         if self.progress is not None:
             self.progress(packages.num_rows)
 
-    def _take_rejects(self, table: pa.Table, result: ChunkResult) -> list[bool]:
+    def _take_rejects(self, table_of: Callable[[], pa.Table], result: ChunkResult) -> list[bool]:
         """Hand the chunk's rejects to ``rejects`` by row index, a repeated query id among them;
         which packages are kept."""
         events = sorted(
@@ -393,6 +439,7 @@ class _OrderedWriter:
                 self.seen.add(query_id)
                 continue
             keep[index] = False
+            table = table_of()
             file, line = table.column(SOURCE_FILE)[row].as_py(), table.column(SOURCE_LINE)[row].as_py()
             text = next(record_texts(table.slice(row, 1)))[1] if self.rejects.on_error == "skip" else ""
             error = RecordError(file, line, query_id, "query_id", DUPLICATE_RULE)
@@ -447,18 +494,20 @@ def run_pooled(
     writer = _OrderedWriter(sink, rejects, summary, progress, seen)
     started = workers - 1  # this process is one of the workers
     limit = IN_FLIGHT_PER_WORKER * started
-    # (chunk, its slot in the claims while a started worker may assemble it, result)
-    pending: deque[tuple[pa.Table, int | None, Future[ChunkResult | StoredChunk | None]]] = deque()
+    pending: deque[_Pending] = deque()
     # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
     # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
     # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.
     with _spawning(True):
         resource_tracker.ensure_running()
-    claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks held at once
+    claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks sent and not yet written
+
+    def spans_of(table: pa.Table) -> tuple[Span, ...] | None:
+        return None if splitter is None or parts is None else splitter.spans(table)
 
     def submit(table: pa.Table) -> None:
         may_spawn = len(executor._processes or {}) < started  # a submit starts workers until all run
-        spans = splitter.spans(table) if splitter is not None and parts is not None else None
+        spans = spans_of(table)
         slot = claims.send()
         future: Future[ChunkResult | StoredChunk | None]
         with _spawning(may_spawn):
@@ -466,50 +515,67 @@ def run_pooled(
                 future = executor.submit(assemble_sent_chunk, slot, table, job)
             else:
                 future = executor.submit(assemble_stored_chunk, slot, spans, job, parts.new())
-        pending.append((table, slot, future))
+        pending.append(_Pending(table, spans, slot, future))
 
-    def assembled_here(table: pa.Table) -> Future[ChunkResult | StoredChunk | None]:
-        """This process's share: assembled now, written in its turn."""
+    def assembled_here(table: pa.Table, park: bool) -> Future[ChunkResult | StoredChunk | None]:
+        """This process's share: assembled now, written in its turn (``park``: from part files)."""
         future: Future[ChunkResult | StoredChunk | None] = Future()
         with held_signals():
-            future.set_result(assemble_chunk(table, job))
+            result = assemble_chunk(table, job)
+            if park and result is not None and parts is not None:
+                future.set_result(_store(result, parts.new()))
+            else:
+                future.set_result(result)
         return future
 
     def take_oldest() -> None:
-        table, _, future = pending.popleft()
-        result = future.result()
+        chunk = pending.popleft()
+        result = chunk.future.result()
         if isinstance(result, StoredChunk):
             assert parts is not None
             result = _load(result, parts)
         if result is None:  # a bad record, on_error="stop": the one-process step raises the first one
-            in_process(table)
+            in_process(chunk.table_of(job))
             raise RuntimeError("a worker refused a chunk that this process accepts")
-        writer.take(table, result)
+        writer.take(lambda: chunk.table_of(job), result)
 
     def take_finished() -> None:
-        while pending and pending[0][2].done():
+        while pending and pending[0].future.done():
             take_oldest()
 
+    def must_wait() -> bool:
+        """Whether the oldest chunk is waited for before the next one is read: when the chunks held
+        in memory fill what the pool may hold (results behind a slow older chunk, say), when
+        :data:`RUN_AHEAD_CHUNKS` wait in order, or when one is refused (its error, or the first
+        bad record before it, is due)."""
+        if len(pending) >= RUN_AHEAD_CHUNKS or sum(chunk.held() for chunk in pending) >= limit + IN_FLIGHT_PER_WORKER:
+            return True
+        return any(chunk.refused() for chunk in pending)
+
     def dispatch(table: pa.Table) -> None:
-        """To a started worker while the workers have room, else here; first, if the chunks held
-        already fill what the pool may hold (results waiting behind a slow older chunk, say),
-        the oldest is waited for, so that memory stays bounded by the chunk."""
+        """To a started worker while the workers have room, else here, once :func:`must_wait`
+        allows. A chunk of spans that this process assembles behind unwritten ones waits in part
+        files (it is read again from its spans if needed): memory stays bounded by the chunk, and
+        this process goes on while a worker is still starting."""
         take_finished()
-        if len(pending) >= limit + IN_FLIGHT_PER_WORKER:
+        while pending and must_wait():
             take_oldest()
             take_finished()
-        if sum(not future.done() for _, _, future in pending) < limit:
+        if sum(not chunk.future.done() for chunk in pending) < limit:
             submit(table)
-        else:
-            pending.append((table, None, assembled_here(table)))
+            return
+        spans = spans_of(table)
+        park = spans is not None and bool(pending)
+        pending.append(_Pending(None if park else table, spans, None, assembled_here(table, park)))
 
     def steal_queued() -> None:
         """At the end of the input: take back the chunks no worker has started, newest first, and
         assemble them here (else this process would wait while they queue)."""
         for index in reversed(range(len(pending))):
-            table, slot, _ = pending[index]
-            if slot is not None and claims.claim(slot, Claims.TAKEN_BACK):
-                pending[index] = (table, None, assembled_here(table))
+            chunk = pending[index]
+            if chunk.slot is not None and claims.claim(chunk.slot, Claims.TAKEN_BACK):
+                table = chunk.table_of(job)
+                pending[index] = _Pending(table, chunk.spans, None, assembled_here(table, False))
 
     # Each worker's thread pools get its share of the CPUs (this process's are sized already).
     # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.

@@ -282,6 +282,64 @@ def test_workers_writing_parts_give_the_bytes_errors_and_counts_of_one_process(
     )
 
 
+_HELD_UP: list[bool] = []  # in a started worker: whether it was held up already
+
+
+class HeldUpWorker(ContractPolicy):
+    """The contract's policy, except that a started worker is held up on its first chunk (2 s)."""
+
+    def __init__(self) -> None:
+        self.command = os.getpid()
+
+    def select(self, fused: pl.DataFrame, inputs: SelectionInputs) -> Selection:
+        if os.getpid() != self.command and not _HELD_UP:
+            _HELD_UP.append(True)
+            time.sleep(2)
+        return super().select(fused, inputs)
+
+
+def test_chunks_the_command_assembles_behind_a_held_up_worker_wait_in_part_files(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the worker is held up the command goes on, its results in part files rather than in
+    memory; a repeated id in such a chunk is found by reading the chunk again from its spans, and
+    the output, errors and counts are still those of one process."""
+    inputs = mixed_inputs(tmp_path, make_record, write_jsonl)
+    monkeypatch.setattr(pool, "IN_FLIGHT_PER_WORKER", 1)
+    parked: list[int] = []
+    read_again: list[int] = []
+    store, read = pool._store, pool.read_spans
+
+    def counted_store(result: pool.ChunkResult, names: Any) -> pool.StoredChunk:
+        parked.append(len(result.query_ids))
+        return store(result, names)
+
+    def counted_read(spans: Any, max_record_bytes: int) -> pa.Table:
+        read_again.append(len(spans))
+        return read(spans, max_record_bytes)
+
+    monkeypatch.setattr(pool, "_store", counted_store)
+    monkeypatch.setattr(pool, "read_spans", counted_read)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    settings: dict[str, Any] = {"chunk_size": 2, "chunk_bytes": 50_000, "max_record_bytes": 40_000}
+    one = run_with(inputs, out_dir / "w1.jsonl", 1, **settings)
+    assert run_with(inputs, out_dir / "w2.jsonl", 2, policy=HeldUpWorker(), **settings) == one
+    assert len(parked) >= 3 and read_again, (parked, read_again)
+    assert sorted(os.listdir(out_dir)) == ["w1.errors.jsonl", "w1.jsonl", "w2.errors.jsonl", "w2.jsonl"]
+    records: list[Line] = [make_record(f"q{i}") for i in range(12)]
+    records.insert(9, b"{nope")  # in a chunk the command assembles while the worker is held up
+    source = write_jsonl("stop.jsonl", records)
+    errors = []
+    for workers, policy in ((1, ContractPolicy()), (2, HeldUpWorker())):
+        with pytest.raises(InputError) as caught:
+            options = RunOptions(chunk_size=2, workers=workers, policy=policy)
+            run_assembly([str(source)], str(out_dir / "stop.jsonl"), options)
+        errors.append(caught.value.error)
+    assert errors[1] == errors[0] and errors[0].line == 10
+    assert not multiprocessing.active_children()
+
+
 def test_stop_is_the_first_bad_record_in_input_order_with_workers_writing_parts(
     tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, capsys: pytest.CaptureFixture[str]
 ) -> None:
