@@ -47,7 +47,19 @@ from assembler.run.batch import JSON_LINE, SOURCE_FILE, SOURCE_LINE, range_table
 from assembler.run.io import InputStream, is_parquet, open_input
 from assembler.run.paths import shown
 
-__all__ = ["FILE_COLUMN", "Mark", "PartNames", "Parts", "Span", "Splitter", "read_spans"]
+__all__ = [
+    "FILE_COLUMN",
+    "Mark",
+    "PartNames",
+    "Parts",
+    "Span",
+    "Splitter",
+    "read_bytes",
+    "read_spans",
+    "read_table",
+    "write_bytes",
+    "write_table",
+]
 
 FILE_COLUMN = "source_index"
 """The column of the command's chunks (JSON Lines form) that holds each row's input, by its index."""
@@ -293,6 +305,7 @@ def write_table(path: str, table: pa.Table, output: str) -> None:
 
 
 def read_bytes(path: str, output: str) -> bytes:
+    """A part of bytes, read back."""
     try:
         with open(path, "rb") as handle:
             return handle.read()
@@ -301,6 +314,7 @@ def read_bytes(path: str, output: str) -> bytes:
 
 
 def read_table(path: str, output: str) -> pa.Table:
+    """A part holding an Arrow table, read back."""
     try:
         with open(path, "rb") as handle:
             return pa.ipc.open_stream(handle).read_all()

@@ -182,7 +182,7 @@ def test_a_file_column_names_each_rows_input_and_leaves_the_chunks_as_they_are(t
     assert all("index" not in table.column_names for table in tagged if JSON_LINE not in table.column_names)
 
 
-def test_a_byte_range_reads_the_lines_of_the_whole_file_reading(tmp_path: Path) -> None:
+def test_a_byte_range_gives_the_rows_the_whole_file_gives(tmp_path: Path) -> None:
     """From where a line starts to where a later one ends: the same rows, names and line numbers
     (blank lines and CRLF endings too) as the whole file gives."""
     path = tmp_path / "in.jsonl"

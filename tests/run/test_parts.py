@@ -8,9 +8,12 @@ a second each), so they are few, each over inputs holding many cases at once.
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import multiprocessing
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -82,18 +85,19 @@ def test_every_chunk_read_back_from_where_it_lies_is_the_chunk(
                 assert read_spans(spans, 100).select(ROWS) == table.select(ROWS)
 
 
-def test_standard_input_compressed_and_parquet_inputs_have_no_spans(tmp_path: Path) -> None:
+def test_standard_input_compressed_and_parquet_inputs_have_no_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Their chunks go through the pipes as before."""
     plain = tmp_path / "plain.jsonl"
     plain.write_bytes(b'{"a":1}\n' * 3)
     packed = tmp_path / "packed.jsonl.gz"
-    import gzip
-
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     parquet = tmp_path / "in.parquet"
     pq.write_table(pa.table({"query_id": ["q"]}), parquet)
-    split = chunks_and_spans([str(plain), str(packed), str(parquet)], 3, None, 1000)
-    assert [spans is not None for _, spans in split] == [True, False, False]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(plain.read_bytes()), encoding="utf-8"))
+    split = chunks_and_spans([str(plain), str(packed), str(parquet), "-"], 3, None, 1000)
+    assert [spans is not None for _, spans in split] == [True, False, False, False]
 
 
 @pytest.mark.parametrize(
