@@ -350,6 +350,15 @@ class AtomicFile:
             os.unlink(tmp)
             raise
 
+    def temporary_beside(self) -> str | None:
+        """A new name for another temporary file beside this output's own, named as it is
+        (:func:`temp_name`: this process's pid and host tag), so that a later run writing the same
+        output removes it once this run is dead (:func:`remove_stale_temps`); ``None`` when the
+        output streams (no temporary). Nothing is created."""
+        if self._tmp is None:
+            return None
+        return os.path.join(os.path.dirname(self._tmp), temp_name(os.path.basename(self._target)))
+
     @property
     def write_path(self) -> str:
         """Where bytes go now (the temporary file, or the destination when streaming)."""

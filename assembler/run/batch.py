@@ -25,6 +25,8 @@ kept (the errors file shows ``""``). :func:`file_tables` yields such a row as a 
 
 from __future__ import annotations
 
+import io
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -43,6 +45,7 @@ from assembler.pipeline import BatchResult, assemble_lanes
 from assembler.run.io import (
     DEFAULT_MAX_RECORD_BYTES,
     RESERVED_COLUMNS,
+    InputStream,
     Oversized,
     RawRecord,
     check_parquet_columns,
@@ -441,6 +444,39 @@ def file_tables(
         yield table()
 
 
+def range_table(raw: IO[bytes], name: str, start: int, end: int, *, first_line: int, max_record_bytes: int) -> pa.Table:
+    """The records of a plain JSON Lines file from byte ``start`` (where line ``first_line``
+    begins) to byte ``end`` as one table, read as :func:`file_tables` reads the whole file: the
+    same rows, named ``name`` and by the file's own line numbers. ``raw`` is the file opened
+    unbuffered (read from ``start`` on). A record over ``max_record_bytes`` would come as a
+    table of its own (the ranges of a chunk hold none: such a record is a chunk of its own)."""
+    raw.seek(start)
+    stream = io.BufferedReader(_ByteRange(raw, end - start), 1 << 16)
+    tables = list(
+        file_tables(
+            name, stream, parquet=False, rows=sys.maxsize, first_line=first_line, max_record_bytes=max_record_bytes
+        )
+    )
+    return pa.concat_tables(tables) if tables else _with_source(lines_table([]), name, [])
+
+
+class _ByteRange(io.RawIOBase):
+    """The next ``size`` bytes of an unbuffered file."""
+
+    def __init__(self, raw: IO[bytes], size: int) -> None:
+        super().__init__()
+        self.raw, self.left = raw, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")[: self.left]
+        count = int(self.raw.readinto(view) or 0) if len(view) else 0  # type: ignore[attr-defined]
+        self.left -= count
+        return count
+
+
 def _parquet_tables(
     name: str,
     stream: IO[bytes],
@@ -526,19 +562,24 @@ def read_tables(
     rows: int,
     max_bytes: int | None = None,
     max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+    *,
+    opener: Callable[[str], InputStream] = open_input,
+    file_column: str | None = None,
 ) -> Iterator[pa.Table]:
     """Every input file in order as input tables of ``rows`` rows (fewer only where the form changes,
     or, with ``max_bytes``, where a table reaches that many bytes: of JSON Lines text, or of
     decoded Parquet rows).
 
-    ``-`` is standard input (JSON Lines); JSON Lines inputs are opened by
-    :func:`~assembler.run.io.open_input` (gzip and zstd decompressed). Consecutive tables of one
+    ``-`` is standard input (JSON Lines); JSON Lines inputs are opened by ``opener``
+    (:func:`~assembler.run.io.open_input`: gzip and zstd decompressed). Consecutive tables of one
     schema are joined across files. A record over ``max_record_bytes`` is a table of its own (the
-    ``source_error`` form).
+    ``source_error`` form). With ``file_column``, every table of the JSON Lines and ``source_error``
+    forms also holds the index in ``paths`` of each row's file in that column (Int64; ignored by
+    :func:`assemble_table` as any other column of these forms), the chunks staying the same.
     """
     pending: list[pa.Table] = []
     count = size = 0
-    for table in _file_tables_of(paths, rows, max_bytes, max_record_bytes):
+    for table in _file_tables_of(paths, rows, max_bytes, max_record_bytes, opener, file_column):
         if pending and not table.schema.equals(pending[0].schema):
             yield pa.concat_tables(pending)
             pending, count, size = [], 0, 0
@@ -568,9 +609,14 @@ def _chunk_bytes(table: pa.Table) -> int:
 
 
 def _file_tables_of(
-    paths: Sequence[str], rows: int, max_bytes: int | None, max_record_bytes: int
+    paths: Sequence[str],
+    rows: int,
+    max_bytes: int | None,
+    max_record_bytes: int,
+    opener: Callable[[str], InputStream] = open_input,
+    file_column: str | None = None,
 ) -> Iterator[pa.Table]:
-    for path in paths:
+    for index, path in enumerate(paths):
         refuse_folder(path)
         if path != "-" and is_parquet(path):
             try:
@@ -579,10 +625,10 @@ def _file_tables_of(
                 raise UsageError(f"cannot read {shown(path)}: {exc.strerror}") from None
             name = shown(path)
         else:
-            handle = stream = open_input(path)
+            handle = stream = opener(path)
             name = stream.name_shown
         with handle:
-            yield from file_tables(
+            tables = file_tables(
                 name,
                 handle,
                 parquet=path != "-" and is_parquet(path),
@@ -590,3 +636,7 @@ def _file_tables_of(
                 max_bytes=max_bytes,
                 max_record_bytes=max_record_bytes,
             )
+            for table in tables:
+                if file_column is not None and (JSON_LINE in table.column_names or SOURCE_ERROR in table.column_names):
+                    table = table.append_column(file_column, arrow_column([index] * table.num_rows, pl.Int64))
+                yield table

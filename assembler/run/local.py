@@ -28,10 +28,12 @@ from assembler.run.io import (
     check_max_record_bytes,
     input_paths,
     memory_panics,
+    open_input,
     read_raw,
 )
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
+from assembler.run.parts import FILE_COLUMN, Parts, Splitter
 from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
@@ -99,8 +101,19 @@ def run_assembly(
             if progress is not None:
                 progress(len(result.query_ids))
 
+        # With a pool, chunks of plain JSON Lines files are sent by where they lie and come back in
+        # part files beside the output's temporary (assembler/run/parts.py).
+        parts = Parts.beside(out) if workers > 1 else None
+        splitter = Splitter(paths) if parts is not None else None
         try:
-            tables = read_tables(paths, options.chunk_size, options.chunk_bytes, options.max_record_bytes)
+            tables = read_tables(
+                paths,
+                options.chunk_size,
+                options.chunk_bytes,
+                options.max_record_bytes,
+                opener=open_input if splitter is None else splitter.open,
+                file_column=None if splitter is None else FILE_COLUMN,
+            )
             if workers == 1:
                 for table in tables:
                     assemble_here(table)
@@ -115,6 +128,8 @@ def run_assembly(
                     rejects=rejects,
                     summary=summary,
                     progress=progress,
+                    splitter=splitter,
+                    parts=parts,
                 )
         finally:
             sink.close()

@@ -11,6 +11,18 @@ read, sent and wrote would leave a core half idle, and one more worker would cos
 start). At the end of the input it takes back the chunks no worker has started. Results are taken
 strictly in input order, so that memory stays bounded by the chunk size.
 
+What goes through the pool's pipes is small when it can be: a chunk of plain JSON Lines files
+(regular files, not compressed) is sent by where it lies (:class:`~assembler.run.parts.Span`, found
+as the command reads), and the worker reads it from the files itself and writes what it assembled
+to part files beside the output's temporary, which the command reads back in its turn
+(:func:`assemble_stored_chunk`, :mod:`assembler.run.parts`). Other chunks (standard input, gzip
+and zstd, Parquet, records over the size limit), and every chunk of a run whose output streams,
+go through the pipes whole, and so do their packages. Such a chunk that the command assembles
+itself behind unwritten ones waits in part files too, its table let go (read again from its spans
+if a repeated id or a bad record needs it): so the command does not wait for a worker that is
+starting or held up, up to ``RUN_AHEAD_CHUNKS`` chunks ahead, with memory still bounded by the
+chunks held in memory.
+
 A chunk is assembled by :func:`assemble_chunk` wherever it runs: :func:`assembler.run.batch.assemble_table`
 with no ``seen`` set (duplicates within the chunk only), giving a :class:`ChunkResult`: the package
 lines already rendered (JSON Lines, with ``--assess`` too) or the ``PACKAGE_SCHEMA`` table
@@ -19,8 +31,9 @@ the Ray engine's driver, then rejects a query id already written from an earlier
 reject to :class:`~assembler.run.outputs.Rejects` in input order and writes the rest. With
 ``on_error="stop"`` a chunk that holds a bad record comes back unassembled, and the command
 validates it with the one-process step, which raises the first bad record's error; the chunks no
-worker has started are taken back, and the ones a worker holds are finished and dropped
-(:func:`_shut_down`). Output, errors file and counts are byte for byte those of the one-process run.
+worker has started are taken back, and the ones a worker holds are finished and dropped, with
+every part file (:func:`_shut_down`). Output, errors file and counts are byte for byte those of the
+one-process run.
 
 Taking a chunk back goes through :class:`Claims`, not the pool's ``Future.cancel``: Python 3.11's
 pool fails in its own thread (a traceback, and workers left running) when a worker dies while a
@@ -42,7 +55,7 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import resource_tracker
 from typing import Any
 
@@ -61,9 +74,20 @@ from assembler.run.batch import (
     rejected_entries,
 )
 from assembler.run.environment import environment_defaults
-from assembler.run.io import RawRecord
+from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
+from assembler.run.parts import (
+    PartNames,
+    Parts,
+    Span,
+    Splitter,
+    read_bytes,
+    read_spans,
+    read_table,
+    write_bytes,
+    write_table,
+)
 from assembler.run.signals import TERMINAL, held_signals
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
@@ -73,8 +97,10 @@ __all__ = [
     "ChunkJob",
     "ChunkResult",
     "Claims",
+    "StoredChunk",
     "assemble_chunk",
     "assemble_sent_chunk",
+    "assemble_stored_chunk",
     "default_workers",
     "input_size",
     "run_pooled",
@@ -86,6 +112,10 @@ IN_FLIGHT_PER_WORKER = 4
 assembles a chunk in about the time a worker does and also reads and writes every chunk, so a
 worker is given more than the one or two it finishes meanwhile, not to run dry. The command holds
 at most this many more chunks (and results) than the workers' queues."""
+RUN_AHEAD_CHUNKS = 64
+"""The most chunks the command holds in order behind the oldest unwritten one. Those it assembles
+itself from spans wait in part files (a chunk's packages on disk, a few MB), not in memory: so it
+goes on assembling while a worker starts (about a second) or is held up, rather than waiting."""
 PARENT_CHECK_SECONDS = 1.0
 """How often a worker checks that the process that started it is still alive."""
 THREAD_VARIABLES = ("POLARS_MAX_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -145,6 +175,7 @@ class ChunkJob:
     on_error: OnError
     parquet: bool
     assess: bool
+    max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
 
     @classmethod
     def of(cls, options: RunOptions) -> ChunkJob:
@@ -157,6 +188,7 @@ class ChunkJob:
             options.on_error,
             options.output_format == "parquet",
             options.assess,
+            options.max_record_bytes,
         )
 
 
@@ -208,6 +240,46 @@ def assemble_chunk(table: pa.Table, job: ChunkJob) -> ChunkResult | None:
         rejected_rows=assembled.rejected_rows,
         budget_notes=assembled.budget_notes,
     )
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk a started worker read from where it lies and assembled into part files
+    (:mod:`assembler.run.parts`): its :class:`ChunkResult` with ``lines`` (or, for Parquet, the
+    packages' rows) and, when there are any, the rejected records in the parts instead."""
+
+    result: ChunkResult
+    names: PartNames
+    rejects_stored: bool
+
+
+def _store(result: ChunkResult, names: PartNames) -> StoredChunk:
+    """Write a chunk's bulk to its parts (a worker's side)."""
+    if result.lines is not None:
+        write_bytes(names.packages, result.lines, names.output)
+        packages = result.packages  # the summary columns: small
+    else:
+        write_table(names.packages, result.packages, names.output)
+        packages = result.packages.slice(0, 0)
+    stored = result.rejected.num_rows > 0
+    if stored:
+        write_table(names.rejects, result.rejected, names.output)
+    kept = replace(
+        result, lines=None if result.lines is None else b"", packages=packages, rejected=result.rejected.slice(0, 0)
+    )
+    return StoredChunk(kept, names, stored)
+
+
+def _load(stored: StoredChunk, parts: Parts) -> ChunkResult:
+    """A stored chunk's :class:`ChunkResult` read back from its parts, which are then removed."""
+    names, result = stored.names, stored.result
+    if result.lines is None:
+        lines, packages = None, read_table(names.packages, names.output)
+    else:
+        lines, packages = read_bytes(names.packages, names.output), result.packages
+    rejected = read_table(names.rejects, names.output) if stored.rejects_stored else result.rejected
+    parts.remove(names)
+    return replace(result, lines=lines, packages=packages, rejected=rejected)
 
 
 class Claims:
@@ -278,6 +350,45 @@ def assemble_sent_chunk(slot: int, table: pa.Table, job: ChunkJob) -> ChunkResul
     return assemble_chunk(table, job)
 
 
+def assemble_stored_chunk(slot: int, spans: tuple[Span, ...], job: ChunkJob, names: PartNames) -> StoredChunk | None:
+    """A started worker's task for a chunk sent by where it lies: read it (:func:`read_spans`),
+    :func:`assemble_chunk` it and write it to its parts; ``None`` as :func:`assemble_sent_chunk`
+    gives it."""
+    assert _WORKER_CLAIMS is not None, "a worker task outside a started worker"
+    if not _WORKER_CLAIMS.claim(slot, Claims.STARTED):
+        return None
+    result = assemble_chunk(read_spans(spans, job.max_record_bytes), job)
+    return None if result is None else _store(result, names)
+
+
+@dataclass
+class _Pending:
+    """A chunk the command holds until its turn to be written: its table (``None`` once its result
+    waits in part files: read again from its ``spans`` when needed), its slot in the claims while
+    a started worker may assemble it, and its result."""
+
+    table: pa.Table | None
+    spans: tuple[Span, ...] | None
+    slot: int | None
+    future: Future[ChunkResult | StoredChunk | None]
+
+    def table_of(self, job: ChunkJob) -> pa.Table:
+        if self.table is None:
+            assert self.spans is not None, "a chunk without spans keeps its table"
+            self.table = read_spans(self.spans, job.max_record_bytes)
+        return self.table
+
+    def held(self) -> bool:
+        """Whether it holds a chunk's worth of memory: its table, or a result not in part files."""
+        if self.table is not None:
+            return True
+        return self.future.done() and self.future.exception() is None and isinstance(self.future.result(), ChunkResult)
+
+    def refused(self) -> bool:
+        """Whether its result is an error, or a bad record's ``None`` (``on_error="stop"``)."""
+        return self.future.done() and (self.future.exception() is not None or self.future.result() is None)
+
+
 class _OrderedWriter:
     """The parent's side: rejects and packages of each chunk, taken in input order."""
 
@@ -295,7 +406,8 @@ class _OrderedWriter:
         self.progress = progress
         self.seen = seen  # query ids written from earlier chunks
 
-    def take(self, table: pa.Table, result: ChunkResult) -> None:
+    def take(self, table: Callable[[], pa.Table], result: ChunkResult) -> None:
+        """Write a chunk's result; ``table`` gives its input table (only needed for a repeated id)."""
         keep = self._take_rejects(table, result)
         packages = result.packages
         lines = result.lines
@@ -313,7 +425,7 @@ class _OrderedWriter:
         if self.progress is not None:
             self.progress(packages.num_rows)
 
-    def _take_rejects(self, table: pa.Table, result: ChunkResult) -> list[bool]:
+    def _take_rejects(self, table_of: Callable[[], pa.Table], result: ChunkResult) -> list[bool]:
         """Hand the chunk's rejects to ``rejects`` by row index, a repeated query id among them;
         which packages are kept."""
         events = sorted(
@@ -331,6 +443,7 @@ class _OrderedWriter:
                 self.seen.add(query_id)
                 continue
             keep[index] = False
+            table = table_of()
             file, line = table.column(SOURCE_FILE)[row].as_py(), table.column(SOURCE_LINE)[row].as_py()
             text = next(record_texts(table.slice(row, 1)))[1] if self.rejects.on_error == "skip" else ""
             error = RecordError(file, line, query_id, "query_id", DUPLICATE_RULE)
@@ -349,6 +462,8 @@ def run_pooled(
     rejects: Rejects,
     summary: RunSummary,
     progress: Callable[[int], None] | None,
+    splitter: Splitter | None = None,
+    parts: Parts | None = None,
 ) -> None:
     """Assemble every chunk of ``tables`` with ``workers`` processes, this one included; write in
     input order.
@@ -357,6 +472,9 @@ def run_pooled(
     it assembles an input of one chunk without a pool, and else the first chunk while the
     workers start. A read error (an unreadable second file, say) is raised once the chunks read
     before it are written, as in the one-process run, so that an earlier bad record still wins.
+    With ``splitter`` (the one that opened the inputs of ``tables``) and ``parts``, a chunk with
+    :meth:`~assembler.run.parts.Splitter.spans` is sent by where it lies and comes back in part
+    files.
     """
     failure: list[Exception] = []
 
@@ -380,61 +498,88 @@ def run_pooled(
     writer = _OrderedWriter(sink, rejects, summary, progress, seen)
     started = workers - 1  # this process is one of the workers
     limit = IN_FLIGHT_PER_WORKER * started
-    # (chunk, its slot in the claims while a started worker may assemble it, result)
-    pending: deque[tuple[pa.Table, int | None, Future[ChunkResult | None]]] = deque()
+    pending: deque[_Pending] = deque()
     # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
     # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
     # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.
     with _spawning(True):
         resource_tracker.ensure_running()
-    claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks held at once
+    claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks sent and not yet written
+
+    def spans_of(table: pa.Table) -> tuple[Span, ...] | None:
+        return None if splitter is None or parts is None else splitter.spans(table)
 
     def submit(table: pa.Table) -> None:
         may_spawn = len(executor._processes or {}) < started  # a submit starts workers until all run
+        spans = spans_of(table)
         slot = claims.send()
+        future: Future[ChunkResult | StoredChunk | None]
         with _spawning(may_spawn):
-            future = executor.submit(assemble_sent_chunk, slot, table, job)
-        pending.append((table, slot, future))
+            if spans is None or parts is None:
+                future = executor.submit(assemble_sent_chunk, slot, table, job)
+            else:
+                future = executor.submit(assemble_stored_chunk, slot, spans, job, parts.new())
+        pending.append(_Pending(table, spans, slot, future))
 
-    def assembled_here(table: pa.Table) -> Future[ChunkResult | None]:
-        """This process's share: assembled now, written in its turn."""
-        future: Future[ChunkResult | None] = Future()
+    def assembled_here(table: pa.Table, park: bool) -> Future[ChunkResult | StoredChunk | None]:
+        """This process's share: assembled now, written in its turn (``park``: from part files)."""
+        future: Future[ChunkResult | StoredChunk | None] = Future()
         with held_signals():
-            future.set_result(assemble_chunk(table, job))
+            result = assemble_chunk(table, job)
+            if park and result is not None and parts is not None:
+                future.set_result(_store(result, parts.new()))
+            else:
+                future.set_result(result)
         return future
 
     def take_oldest() -> None:
-        table, _, future = pending.popleft()
-        result = future.result()
+        chunk = pending.popleft()
+        result = chunk.future.result()
+        if isinstance(result, StoredChunk):
+            assert parts is not None
+            result = _load(result, parts)
         if result is None:  # a bad record, on_error="stop": the one-process step raises the first one
-            in_process(table)
+            in_process(chunk.table_of(job))
             raise RuntimeError("a worker refused a chunk that this process accepts")
-        writer.take(table, result)
+        writer.take(lambda: chunk.table_of(job), result)
 
     def take_finished() -> None:
-        while pending and pending[0][2].done():
+        while pending and pending[0].future.done():
             take_oldest()
 
+    def must_wait() -> bool:
+        """Whether the oldest chunk is waited for before the next one is read: when the chunks held
+        in memory fill what the pool may hold (results behind a slow older chunk, say), when
+        :data:`RUN_AHEAD_CHUNKS` wait in order, or when one is refused (its error, or the first
+        bad record before it, is due)."""
+        if len(pending) >= RUN_AHEAD_CHUNKS or sum(chunk.held() for chunk in pending) >= limit + IN_FLIGHT_PER_WORKER:
+            return True
+        return any(chunk.refused() for chunk in pending)
+
     def dispatch(table: pa.Table) -> None:
-        """To a started worker while the workers have room, else here; first, if the chunks held
-        already fill what the pool may hold (results waiting behind a slow older chunk, say),
-        the oldest is waited for, so that memory stays bounded by the chunk."""
+        """To a started worker while the workers have room, else here, once :func:`must_wait`
+        allows. A chunk of spans that this process assembles behind unwritten ones waits in part
+        files (it is read again from its spans if needed): memory stays bounded by the chunk, and
+        this process goes on while a worker is still starting."""
         take_finished()
-        if len(pending) >= limit + IN_FLIGHT_PER_WORKER:
+        while pending and must_wait():
             take_oldest()
             take_finished()
-        if sum(not future.done() for _, _, future in pending) < limit:
+        if sum(not chunk.future.done() for chunk in pending) < limit:
             submit(table)
-        else:
-            pending.append((table, None, assembled_here(table)))
+            return
+        spans = spans_of(table)
+        park = spans is not None and bool(pending)
+        pending.append(_Pending(None if park else table, spans, None, assembled_here(table, park)))
 
     def steal_queued() -> None:
         """At the end of the input: take back the chunks no worker has started, newest first, and
         assemble them here (else this process would wait while they queue)."""
         for index in reversed(range(len(pending))):
-            table, slot, _ = pending[index]
-            if slot is not None and claims.claim(slot, Claims.TAKEN_BACK):
-                pending[index] = (table, None, assembled_here(table))
+            chunk = pending[index]
+            if chunk.slot is not None and claims.claim(chunk.slot, Claims.TAKEN_BACK):
+                table = chunk.table_of(job)
+                pending[index] = _Pending(table, chunk.spans, None, assembled_here(table, False))
 
     # Each worker's thread pools get its share of the CPUs (this process's are sized already).
     # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.
@@ -459,7 +604,11 @@ def run_pooled(
         finally:
             if not finished:
                 claims.take_back_all()  # nobody will read them
-            _shut_down(executor)
+            try:
+                _shut_down(executor)
+            finally:
+                if parts is not None:  # no worker writes any more (unless the shut-down was cut short)
+                    parts.remove_all()
     if failure:
         raise failure[0]
 

@@ -145,6 +145,24 @@ def test_temporary_names_carry_the_host_and_the_pid(tmp_path: Path) -> None:
         assert match is not None and int(match["pid"]) == os.getpid() and match["host"] == host_tag()
 
 
+def test_temporaries_beside_an_output_are_named_as_its_own_and_streams_have_none(tmp_path: Path) -> None:
+    """The part files of a pool: beside the output's temporary (a symlink's target's folder), named
+    for the output (so removed like its temporary once the run is dead); nothing is created."""
+    target = tmp_path / "real"
+    target.mkdir()
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(target / "out.jsonl")
+    with AtomicFile(str(link)) as out:
+        beside = out.temporary_beside()
+        assert beside is not None and Path(beside).parent == target
+        match = temp_pattern("out.jsonl").fullmatch(Path(beside).name)
+        assert match is not None and int(match["pid"]) == os.getpid() and match["host"] == host_tag()
+        assert beside != out.temporary_beside() and beside != out.write_path
+        assert os.listdir(target) == [Path(out.write_path).name]
+    with AtomicFile("-") as streamed:
+        assert streamed.temporary_beside() is None
+
+
 def test_stale_temporary_files_of_dead_runs_are_removed(tmp_path: Path) -> None:
     dead, alive = dead_pid(), os.getppid()
     stale = tmp_path / temp_name("out.jsonl", pid=dead)

@@ -19,6 +19,7 @@ from assembler.run.batch import (
     SOURCE_ERROR,
     assemble_table,
     file_tables,
+    range_table,
     read_tables,
     record_texts,
     rejected_entries,
@@ -167,6 +168,36 @@ def test_read_tables_cuts_even_chunks_across_files(tmp_path: Path) -> None:
     mixed = list(read_tables([str(CONFORMANCE), str(parquet)], 4))
     assert [table.num_rows for table in mixed] == [4, 1, 4, 4, 4, 4, 4, 4, 4, 2]
     assert mixed[2].column("source_line").to_pylist() == [1, 2, 3, 4]
+
+
+def test_a_file_column_names_each_rows_input_and_leaves_the_chunks_as_they_are(tmp_path: Path) -> None:
+    parquet = tmp_path / "lanes.parquet"
+    convert([str(SAMPLE)], str(parquet))
+    paths = [str(CONFORMANCE), str(SAMPLE), str(parquet), str(CONFORMANCE)]
+    plain = list(read_tables(paths, 4, 20_000))
+    tagged = list(read_tables(paths, 4, 20_000, file_column="index"))
+    assert [table.drop_columns(["index"]) if "index" in table.column_names else table for table in tagged] == plain
+    indices = [table.column("index").to_pylist() for table in tagged if JSON_LINE in table.column_names]
+    assert sorted({index for chunk in indices for index in chunk}) == [0, 1, 3]
+    assert all("index" not in table.column_names for table in tagged if JSON_LINE not in table.column_names)
+
+
+def test_a_byte_range_gives_the_rows_the_whole_file_gives(tmp_path: Path) -> None:
+    """From where a line starts to where a later one ends: the same rows, names and line numbers
+    (blank lines and CRLF endings too) as the whole file gives."""
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"a":1}\n\n  \n{"b":2}\r\n{"c":3}\n{"d":4}')
+    (whole,) = read_tables([str(path)], 100)
+    start, end = path.read_bytes().index(b"\n\n") + 1, len(path.read_bytes()) - len(b'{"d":4}')
+    with path.open("rb", buffering=0) as raw:
+        part = range_table(raw, "in.jsonl", start, end, first_line=2, max_record_bytes=100)
+        last = range_table(raw, "in.jsonl", end, path.stat().st_size, first_line=6, max_record_bytes=100)
+        empty = range_table(raw, "in.jsonl", 8, 12, first_line=2, max_record_bytes=100)
+    expected = whole.slice(1, 2).drop_columns(["source_file"])
+    assert part.drop_columns(["source_file"]) == expected
+    assert part.column("source_file").to_pylist() == ["in.jsonl"] * 2
+    assert last.column("source_line").to_pylist() == [6] and last.column(JSON_LINE).to_pylist() == [b'{"d":4}']
+    assert empty.num_rows == 0 and empty.column_names == whole.column_names
 
 
 def test_record_texts_follow_the_file(tmp_path: Path) -> None:
