@@ -44,16 +44,18 @@ def scalar(value: Any, statistic: str) -> float | None:
     if not isinstance(value, Mapping):
         return None
     key = "mean" if statistic == "distribution" else "value"
-    number = value.get(key)
-    if isinstance(number, bool) or not isinstance(number, (int, float)):
-        return None
-    return float(number)
+    return _number(value.get(key))
 
 
 def _number(value: Any) -> float | None:
+    """``value`` as a float; None when it is no number, or an integer past a float's range (an
+    artifact edited by hand: it is not applicable rather than an OverflowError)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def _get(block: Any, *path: str) -> Any:

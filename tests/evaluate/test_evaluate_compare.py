@@ -286,3 +286,17 @@ def test_a_well_formed_report_loads_tolerantly(tmp_path: Path) -> None:
     loaded = load_report(str(path), "HEAD")
     result = compare_reports(loaded, copy.deepcopy(loaded))
     assert result.records == [] and result.aggregate == [] and result.counts["cases_base"] == 0
+
+
+def test_a_metric_integer_past_a_float_is_not_applicable_not_an_overflow() -> None:
+    """A hand-edited artifact may hold an integer no float holds (json reads any length): compare
+    treats it as no value, as it treats a string, instead of an OverflowError traceback."""
+    huge = 10**400
+    base = report([case("a", ndcg=huge)])
+    base["metrics"]["recall.ndcg"]["mean"] = huge
+    result = compare(base, report([case("a", ndcg=0.5)]))
+    ndcg = next(row for row in result.aggregate if row["metric"] == "recall.ndcg")
+    assert ndcg["sides"] == {"base": None, "head": 0.5} and ndcg["delta"] is None
+    as_text = report([case("a", ndcg="x")])
+    as_text["metrics"]["recall.ndcg"]["mean"] = "x"
+    assert compare(as_text, report([case("a", ndcg=0.5)])).records == result.records
