@@ -24,6 +24,7 @@ __all__ = [
     "OutputError",
     "RecordError",
     "UsageError",
+    "counted",
     "install_hint",
     "one_line",
     "shown",
@@ -240,3 +241,12 @@ class InputError(AssemblerError):
     def __init__(self, error: RecordError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular for exactly one (``plural``: when not ``noun`` + ``s``).
+
+    >>> counted(1, "query", "queries"), counted(2, "query", "queries"), counted(0, "item")
+    ('1 query', '2 queries', '0 items')
+    """
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"

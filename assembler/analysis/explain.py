@@ -7,6 +7,7 @@ import json
 import polars as pl
 
 from assembler.analysis.frames import candidate_frame, group_frame
+from assembler.errors import counted
 from assembler.pipeline import BatchResult
 
 __all__ = ["WALK_LEGEND", "explain_frame", "render_explanation"]
@@ -66,7 +67,8 @@ def render_explanation(result: BatchResult, query_id: str) -> str:
     reasons = ", ".join(f"{reason} {count}" for reason, count in package["omitted_by_reason"].items())
     lines += [
         "",
-        f"package: {budget['items_used']} items, {budget['bytes_used']} bytes, {budget['tokens_used']} tokens; "
+        f"package: {counted(budget['items_used'], 'item')}, {counted(budget['bytes_used'], 'byte')}, "
+        f"{counted(budget['tokens_used'], 'token')}; "
         f"omitted {package['omitted_total']}" + (f" ({reasons})" if reasons else ""),
     ]
     return "\n".join(lines)

@@ -26,13 +26,13 @@ from assembler.cli.args import (
 from assembler.cli.messages import lines, warning
 from assembler.cli.rerank import add_rerank_flags, finish_rerank, reranker_from_args, write_rerank_metrics
 from assembler.contract.request import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
-from assembler.errors import UsageError, shown_path
+from assembler.errors import UsageError, counted, shown_path
 from assembler.pipeline import assemble_records
 from assembler.run.atomic import commit_together
 from assembler.run.io import is_parquet, open_input, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
-from assembler.run.outputs import RunSummary, counted
+from assembler.run.outputs import RunSummary
 from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus

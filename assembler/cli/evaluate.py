@@ -17,7 +17,7 @@ from typing import Any
 
 from assembler.cli import messages
 from assembler.cli.args import add_budget_flags, integer_at_least, policy_from_flags
-from assembler.errors import shown, shown_path
+from assembler.errors import counted, shown, shown_path
 from assembler.evaluate.answers import Answers, load_answers
 from assembler.evaluate.artifact import write_json, write_lines
 from assembler.evaluate.compare import compare_paths, format_warnings
@@ -27,7 +27,7 @@ from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.harness import Progress, RunConfig, run_artifact
 from assembler.evaluate.loader import MAX_LIMIT, EvalSet, check_limits, load_eval
 from assembler.evaluate.qrels import QrelsSet, load_qrels_set, qrels_block, qrels_summary
-from assembler.evaluate.summary import counted, run_summary, threshold_summary
+from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
 from assembler.run.atomic import commit_together
 from assembler.run.paths import PathGroup, refuse_same_files

@@ -44,11 +44,10 @@ import polars as pl
 from assembler.contract.jsoninput import read_json
 from assembler.contract.text import is_blank
 from assembler.contract.wire import ShapeError, check_duplicates
-from assembler.errors import shown
+from assembler.errors import counted, shown
 from assembler.evaluate import metrics
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import EvalSet
-from assembler.evaluate.summary import counted
 from assembler.run.paths import shown as shown_path
 
 __all__ = [

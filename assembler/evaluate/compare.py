@@ -25,13 +25,12 @@ import numpy as np
 
 from assembler.contract.jsoninput import read_json
 from assembler.contract.wire import ShapeError
-from assembler.errors import shown, shown_path
+from assembler.errors import counted, shown, shown_path
 from assembler.evaluate.answers import METRIC as ANSWER_METRIC
 from assembler.evaluate.artifact import case_value, generated_at, scalar
 from assembler.evaluate.catalog import COMPARISON_METRICS
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.significance import ALPHA, holm, paired_test
-from assembler.evaluate.summary import counted
 
 __all__ = ["EPSILON", "Comparison", "Report", "compare_reports", "describe_budget", "load_report"]
 

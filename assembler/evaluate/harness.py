@@ -12,6 +12,7 @@ from typing import Any
 
 from assembler.contract.jsontext import format_f32
 from assembler.contract.request import Limits, resolve_limits
+from assembler.errors import counted
 from assembler.evaluate import metrics
 from assembler.evaluate.answers import Answers, answers_block, evidence_text, in_context, item_text
 from assembler.evaluate.artifact import generated_at
@@ -22,7 +23,6 @@ from assembler.evaluate.corpus import CitationCheck, Corpus, check_citation
 from assembler.evaluate.dump import CaseLanes, DumpRecord, describe_contexts
 from assembler.evaluate.loader import DEFAULT_LIMIT, EvalCase, EvalSet
 from assembler.evaluate.structural import Structural, run_structural
-from assembler.evaluate.summary import counted
 from assembler.selection import get_policy
 
 __all__ = [

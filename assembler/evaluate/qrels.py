@@ -49,10 +49,9 @@ import numpy.typing as npt
 import polars as pl
 
 from assembler.contract.text import is_blank
-from assembler.errors import shown
+from assembler.errors import counted, shown
 from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.loader import MAX_LIMIT, CaseOptions, EvalCase, EvalSet, ExpectedSource
-from assembler.evaluate.summary import counted
 from assembler.run.paths import shown as shown_path
 from assembler.run.queries import read_queries
 

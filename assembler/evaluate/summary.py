@@ -6,20 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from assembler.errors import shown, shown_path
+from assembler.errors import counted, shown, shown_path
 
-__all__ = ["counted", "duration", "run_summary", "threshold_summary"]
+__all__ = ["duration", "run_summary", "threshold_summary"]
 
 MAX_CASE_VIOLATIONS = 10
-
-
-def counted(count: int, noun: str) -> str:
-    """``count`` and ``noun`` in its number: ``1 case``, ``0 cases``, ``2 cases``.
-
-    >>> counted(1, "case"), counted(0, "case"), counted(2, "more regressed case")
-    ('1 case', '0 cases', '2 more regressed cases')
-    """
-    return f"{count} {noun if count == 1 else noun + 's'}"
 
 
 def duration(ms: float) -> str:

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from assembler.errors import counted
 from assembler.evaluate import metrics
 from assembler.evaluate.answers import Answers, in_context, items_in_context, normalized_items
 from assembler.evaluate.dump import CaseLanes
@@ -54,7 +55,6 @@ from assembler.evaluate.errors import EvaluateError
 from assembler.evaluate.harness import Progress, counter
 from assembler.evaluate.loader import EvalSet
 from assembler.evaluate.reselect import Prepared, admitted_hits, baseline_served, policy_admitted, prepare
-from assembler.evaluate.summary import counted
 from assembler.evaluate.sweep import Budget
 from assembler.selection import CONTRACT, QualityPolicy, SelectionPolicy
 from assembler.selection.quality import CONFIG_VERSION, LANES_WITH_FACTS

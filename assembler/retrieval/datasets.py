@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from assembler.contract.jsoninput import read_json
 from assembler.contract.wire import ShapeError
-from assembler.errors import UsageError
+from assembler.errors import UsageError, counted
 from assembler.retrieval.inputs import Fact, Paragraph, Summary
 from assembler.retrieval.text import MentionIndex, question_entities
 from assembler.run.paths import shown
@@ -688,7 +688,7 @@ def build(
         converted = convert(name, shared, size, input=input, context=context)
         inputs = write_inputs(converted, work / name)
         outputs = write_outputs(converted, out / name)
-        line = f"{name}: {len(converted.cases)} cases, {len(converted.corpus)} paragraphs"
+        line = f"{name}: {counted(len(converted.cases), 'case')}, {counted(len(converted.corpus), 'paragraph')}"
         if lanes:
             from assembler.retrieval.build import build_file
 

@@ -37,7 +37,7 @@ from assembler.contract.jsoninput import read_json
 from assembler.contract.jsontext import to_f32
 from assembler.contract.request import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from assembler.contract.wire import ShapeError
-from assembler.errors import InputError, RecordError, UsageError, encodable, shown
+from assembler.errors import InputError, RecordError, UsageError, counted, encodable, shown
 from assembler.retrieval.build import Settings, citation_entries, passage_hit, record_text, triple_activations
 from assembler.retrieval.graph import TripleGraph
 from assembler.retrieval.hybrid import FusedHit, RankedEntry, fuse_ranked
@@ -155,9 +155,9 @@ class FromRunsSummary:
         """The command's one-line summary (counts only, no text)."""
         unknown = sum(self.unknown_queries.values())
         return (
-            f"built lanes for {self.queries} queries from runs: {self.passages} passages, "
-            f"{self.without_hits} queries without hits, {unknown} run query ids not in the queries file, "
-            f"{self.rejected} rejected -> {output}"
+            f"built lanes for {counted(self.queries, 'query', 'queries')} from runs: "
+            f"{counted(self.passages, 'passage')}, {counted(self.without_hits, 'query', 'queries')} without hits, "
+            f"{counted(unknown, 'run query id')} not in the queries file, {self.rejected} rejected -> {output}"
         )
 
 

@@ -22,7 +22,7 @@ from assembler.assess.rules import (
     result_lines,
     utc_now,
 )
-from assembler.errors import InputError, RecordError, UsageError
+from assembler.errors import InputError, RecordError, UsageError, counted
 from assembler.run.io import (
     DEFAULT_MAX_RECORD_BYTES,
     RawRecord,
@@ -53,7 +53,7 @@ class AssessSummary:
     def line(self) -> str:
         """``assessed N runs: ...`` (no payload text, safe to log)."""
         levels = ", ".join(f"{level} {count}" for level, count in self.support.items())
-        return f"assessed {self.runs} runs: {levels}; {self.rejected} rejected"
+        return f"assessed {counted(self.runs, 'run')}: {levels}; {self.rejected} rejected"
 
 
 def _parsed(

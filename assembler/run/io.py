@@ -42,7 +42,7 @@ from assembler.contract.jsoninput import (  # the guarded JSON reader; re-export
 )
 from assembler.contract.wire import ShapeError, non_finite_rule
 from assembler.errors import RecordError, UsageError, encodable, unexpected_rule
-from assembler.run.paths import shown
+from assembler.run.paths import PARQUET_SUFFIXES, shown
 from assembler.stages.lanes import drop_nulls, record_id
 
 __all__ = [
@@ -150,8 +150,9 @@ def memory_panics() -> Iterator[None]:
 
 
 def is_parquet(path: str) -> bool:
-    """Parquet by file extension (``.parquet`` / ``.pq``); everything else is JSON Lines."""
-    return path.endswith((".parquet", ".pq"))
+    """Parquet by file extension (``.parquet`` / ``.pq``, in any case, as outputs are named);
+    everything else is JSON Lines."""
+    return path.lower().endswith(PARQUET_SUFFIXES)
 
 
 def check_max_record_bytes(value: object, name: str = "max_record_bytes") -> int:

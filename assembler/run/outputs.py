@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from assembler.assess.packages import assessed_line, assessment_texts
 from assembler.contract.jsontext import escape_string, utf8_buffer
 from assembler.contract.request import LIMIT_CEILINGS
-from assembler.errors import InputError, RecordError, UsageError, encodable
+from assembler.errors import InputError, RecordError, UsageError, counted, encodable
 from assembler.pipeline import REASONS, BatchResult
 from assembler.run.atomic import AtomicFile, commit_together
 from assembler.run.batch import NAMED_BUDGET_KEYS, BudgetNote, packages_table, summary_counts
@@ -33,21 +33,11 @@ __all__ = [
     "PackageSink",
     "Rejects",
     "RunSummary",
-    "counted",
     "encoded_lines",
     "output_lines",
     "package_line",
     "run_outputs",
 ]
-
-
-def counted(count: int, noun: str, plural: str | None = None) -> str:
-    """A count and its noun, singular for exactly one (``plural``: when not ``noun`` + ``s``).
-
-    >>> counted(1, "query", "queries"), counted(2, "query", "queries"), counted(0, "item")
-    ('1 query', '2 queries', '0 items')
-    """
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
 @dataclass

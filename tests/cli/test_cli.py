@@ -763,3 +763,19 @@ def test_counts_of_one_are_singular_in_every_summary_line(capsys: pytest.Capture
     assert status == 0 and err.startswith("assembled 1 query: ")
     status, _, err = run_cli(capsys, "convert", one, "-o", tmp_path / "lanes.parquet")
     assert (status, err) == (0, "converted 1 record, 0 rejected\n")
+
+
+def test_an_input_named_in_upper_case_parquet_is_read_as_parquet(tmp_path: Path) -> None:
+    """Inputs are named by the output's rule (extensions in any case): ``LANES.PARQUET`` was read
+    as JSON Lines and refused with "name it .parquet"."""
+    lanes = tmp_path / "LANES.PARQUET"
+    converted = subprocess.run(
+        [sys.executable, "-m", "assembler", "convert", str(SAMPLE), "-o", str(lanes)], capture_output=True, text=True
+    )
+    assert converted.returncode == 0, converted.stderr
+    out = tmp_path / "out.jsonl"
+    run = subprocess.run(
+        [sys.executable, "-m", "assembler", "assemble", str(lanes), "-o", str(out)], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert len(out.read_bytes().splitlines()) == 30

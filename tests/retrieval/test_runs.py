@@ -149,7 +149,7 @@ def test_a_query_no_run_names_gets_empty_passages_or_is_dropped(
     _write(files["queries"], _jsonl([*QUERIES, {"_id": "q3", "text": "Nobody asked this"}]))
     assert main(_args(files)) == 0
     assert _records(files["out"])[2]["lanes"]["passages"] == []
-    assert "1 queries without hits" in capsys.readouterr().err
+    assert "1 query without hits" in capsys.readouterr().err
     assert main(_args(files, "--without-hits", "drop")) == 0
     assert [r["query_id"] for r in _records(files["out"])] == ["q1", "q2"]
 
@@ -159,7 +159,7 @@ def test_run_query_ids_outside_the_queries_file_are_counted_and_none_in_it_is_an
 ) -> None:
     _write(files["bm25"], TREC + "q9 Q0 d1 1 3 bm25\n")
     assert main(_args(files)) == 0
-    assert "1 run query ids not in the queries file" in capsys.readouterr().err
+    assert "1 run query id not in the queries file" in capsys.readouterr().err
     _write(files["bm25"], "1 Q0 d1 1 3 bm25\n")
     files["out"].unlink()
     assert main(_args(files)) == 2

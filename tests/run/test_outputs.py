@@ -7,8 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from assembler.contract.jsontext import escape_string
+from assembler.errors import counted
 from assembler.run.batch import BudgetNote
-from assembler.run.outputs import RunSummary, counted, output_lines, package_line
+from assembler.run.outputs import RunSummary, output_lines, package_line
 
 # Query ids are any text a record may hold (no lone surrogates: the contract refuses them);
 # package texts are JSON, so they hold no newline.
