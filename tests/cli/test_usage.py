@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,7 +157,7 @@ def loaded_after(argv: list[str], modules: tuple[str, ...] = ()) -> tuple[str, i
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"},  # help lines unwrapped
         timeout=120,
         check=True,
     )
@@ -168,9 +169,9 @@ def loaded_after(argv: list[str], modules: tuple[str, ...] = ()) -> tuple[str, i
 def test_the_top_level_loads_no_library(argv: list[str], status: int) -> None:
     out, exit_status, loaded = loaded_after(argv)
     assert (exit_status, loaded) == (status, [])
-    if argv == ["--help"]:
-        for name, command in COMMANDS.items():
-            assert name in out and command.help.split()[0] in out
+    if argv == ["--help"]:  # every command, with its line
+        rows = [found.groups() for line in out.splitlines() if (found := re.fullmatch(r"    (\S+) +(.+)", line))]
+        assert dict(rows) == {name: command.help for name, command in COMMANDS.items()}
 
 
 def test_a_command_builds_and_loads_its_own_parser_only(tmp_path: Path) -> None:
