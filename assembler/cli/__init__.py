@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -10,7 +11,7 @@ from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
 from assembler.run.environment import environment_defaults
 
-__all__ = ["POLARS_THREADS", "main", "no_rust_backtraces"]
+__all__ = ["BLAS_THREADS", "DENSE_COMMANDS", "POLARS_THREADS", "main", "no_rust_backtraces"]
 
 POLARS_THREADS = "1"
 """Polars' thread pool in each process of the command, unless ``POLARS_MAX_THREADS`` is set.
@@ -21,6 +22,25 @@ too little for Polars' threads to pay: the command uses more cores with more pro
 with two, and a run on both cores 7 % less of each, since the command's threads no longer compete
 with its worker's (docs/performance.md, "Polars' threads"). The Python API leaves Polars to its
 own default (one thread per CPU); the pool's workers get their share of the CPUs either way."""
+
+BLAS_THREADS = "1"
+"""OpenBLAS's threads in the command's process, unless ``OPENBLAS_NUM_THREADS`` is set, for every
+command but ``lanes build`` (:data:`DENSE_COMMANDS`, which multiplies embedding matrices): the
+others' matrix products are small (near-duplicate tests among one query's candidates), and the
+threads OpenBLAS starts as NumPy loads cost more CPU than they save (docs/performance.md,
+"OpenBLAS's threads")."""
+
+DENSE_COMMANDS = (("lanes", "build"),)
+"""The commands whose matrix products are large enough for OpenBLAS's own threads."""
+
+
+def _thread_defaults(words: Sequence[str]) -> dict[str, str]:
+    """The thread pools the command sizes before its libraries load (``words``: the command line's
+    words that are not options, the command's name first)."""
+    defaults = {"POLARS_MAX_THREADS": POLARS_THREADS}
+    if tuple(words[:2]) not in DENSE_COMMANDS:
+        defaults["OPENBLAS_NUM_THREADS"] = BLAS_THREADS
+    return defaults
 
 
 @contextmanager
@@ -43,25 +63,32 @@ def no_rust_backtraces() -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``assembler`` command; returns the exit status.
 
-    The commands, and Polars, Arrow and NumPy behind them, load here rather than on ``import``: a
-    Ctrl-C while they load (the first half second of every run) is the command's one-line
+    The command named, and Polars, Arrow and NumPy behind it, load here rather than on ``import``:
+    a Ctrl-C while they load (the first half second of every run) is the command's one-line
     interruption, status 130, not a traceback from the middle of an import. SIGTERM, SIGHUP and
     SIGQUIT raise from here on too (:func:`~assembler.cli.stopped.stop_on_signals`: statuses 143,
-    129 and 131), never their default action. Polars' thread pool is sized before it loads
-    (:data:`POLARS_THREADS`), after the checks of :mod:`assembler.cli.startup` (closed standard
-    streams, a bad ``POLARS_MAX_THREADS``, too few file descriptors or too little address space:
-    one line, no traceback).
+    129 and 131), never their default action. Polars' and OpenBLAS's thread pools are sized before
+    they load (:data:`POLARS_THREADS`, :data:`BLAS_THREADS`), after the checks of
+    :mod:`assembler.cli.startup` (closed standard streams, a bad ``POLARS_MAX_THREADS``, too few
+    file descriptors or too little address space: one line, no traceback). Only the command named
+    loads, and its parser alone is built (:mod:`assembler.cli.commands`); ``--help``,
+    ``--version`` and a word that is no command load no library.
     """
     failed = prepare_process()  # the standard streams, POLARS_MAX_THREADS, the limits (assembler/cli/startup.py)
     if failed is not None:
         return failed
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        with stop_on_signals(), environment_defaults({"POLARS_MAX_THREADS": POLARS_THREADS}), no_rust_backtraces():
-            failed = load_libraries()
-            if failed is not None:
-                return failed
+        with stop_on_signals(), no_rust_backtraces():
+            from assembler.cli.commands import COMMANDS, command_named, command_words  # stdlib only
             from assembler.cli.commands import main as run
 
-            return run(argv)
-    except KeyboardInterrupt as exc:  # while the commands load (the command handles its own)
+            command = command_named(arguments)
+            with environment_defaults(_thread_defaults(command_words(arguments))):
+                if command is not None:
+                    failed = load_libraries(COMMANDS[command].module)
+                    if failed is not None:
+                        return failed
+                return run(arguments)
+    except KeyboardInterrupt as exc:  # while the command loads (the command handles its own)
         return interrupted(stopped_by(exc))

@@ -13,6 +13,7 @@ __all__ = [
     "BUDGET_KEYS",
     "add_budget_flags",
     "add_errors_flags",
+    "add_on_error_flags",
     "budget_overrides",
     "errors_path",
     "integer_at_least",
@@ -66,20 +67,26 @@ def budget_overrides(args: argparse.Namespace) -> dict[str, int]:
     return {key: getattr(args, key) for key in BUDGET_KEYS if getattr(args, key, None) is not None}
 
 
-def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> None:
-    """``--on-error``, ``--errors``, ``--chunk-size`` and ``--max-record-bytes``: the streaming
-    commands' error discipline."""
+def add_on_error_flags(parser: argparse.ArgumentParser, unit: str = "record") -> None:
+    """``--on-error`` and ``--errors`` (read by :func:`errors_path`): stop at the first bad
+    ``unit`` (a record, a line of a run), or skip it into the errors file."""
     parser.add_argument(
         "--on-error",
         choices=("stop", "skip"),
         default="stop",
-        help="stop at the first bad record (default), or skip it into the errors file",
+        help=f"stop at the first bad {unit} (default), or skip it into the errors file",
     )
     parser.add_argument(
         "--errors",
         metavar="FILE",
         help="errors file for --on-error skip (default: OUT.errors.jsonl; required with -o -)",
     )
+
+
+def add_errors_flags(parser: argparse.ArgumentParser, chunk_default: int) -> None:
+    """``--on-error``, ``--errors``, ``--chunk-size`` and ``--max-record-bytes``: the streaming
+    commands' error discipline."""
+    add_on_error_flags(parser)
     parser.add_argument(
         "--chunk-size",
         type=positive_integer,

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,7 +42,7 @@ from assembler.selection import policies
 if TYPE_CHECKING:
     from assembler.rerank.reranker import ProviderReranker
 
-__all__ = ["SAMPLE", "register"]
+__all__ = ["SAMPLE", "assemble_flags", "convert_flags", "explain_flags"]
 
 SAMPLE = Path(str(resources.files("assembler") / "sample" / "lanes.jsonl"))
 """30 Japanese queries shipped inside the package (``data/sample`` links to the same folder)."""
@@ -263,9 +263,8 @@ def _policy_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register(commands: Any) -> None:
-    """Add ``assemble``, ``explain`` and ``convert`` to the ``assembler`` command's subparsers."""
-    assemble = commands.add_parser("assemble", help="assemble packages for every query of the input")
+def assemble_flags(assemble: argparse.ArgumentParser) -> None:
+    """The flags of ``assembler assemble`` (its line in ``assembler --help``: :mod:`assembler.cli.commands`)."""
     assemble.add_argument(
         "inputs",
         nargs="*",
@@ -306,14 +305,18 @@ def register(commands: Any) -> None:
     add_rerank_flags(assemble)
     assemble.set_defaults(run=_cmd_assemble)
 
-    explain = commands.add_parser("explain", help="show how one query's package was selected")
+
+def explain_flags(explain: argparse.ArgumentParser) -> None:
+    """The flags of ``assembler explain``."""
     explain.add_argument("inputs", nargs="+", metavar="INPUT", help="lane dumps (.jsonl or .parquet; - = stdin)")
     explain.add_argument("--query-id", required=True, help="the query to explain")
     _policy_flag(explain)
     add_budget_flags(explain)
     explain.set_defaults(run=_cmd_explain)
 
-    conv = commands.add_parser("convert", help="lane dumps JSON Lines <-> Parquet (by OUTPUT's extension)")
+
+def convert_flags(conv: argparse.ArgumentParser) -> None:
+    """The flags of ``assembler convert``."""
     conv.add_argument("inputs", nargs="+", metavar="INPUT", help="lane dumps (.jsonl or .parquet; - = stdin)")
     conv.add_argument("-o", "--output", required=True, help="output file (.parquet/.pq or .jsonl/.ndjson/.json)")
     conv.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by OUTPUT's extension)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
 from assembler.assess import fixed_clock
 from assembler.cli.args import add_errors_flags, errors_path
@@ -13,7 +12,7 @@ from assembler.run.assess import run_assess
 from assembler.run.options import DEFAULT_CHUNK_SIZE
 from assembler.run.paths import refuse_same_files
 
-__all__ = ["register"]
+__all__ = ["assess_flags"]
 
 
 def _cmd_assess(args: argparse.Namespace) -> int:
@@ -35,9 +34,8 @@ def _cmd_assess(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Any) -> None:
-    """Add ``assess`` to the ``assembler`` command's subparsers."""
-    assess = commands.add_parser("assess", help="support assessment (Lexery U7) of run contexts, one per line")
+def assess_flags(assess: argparse.ArgumentParser) -> None:
+    """The flags of ``assembler assess`` (its line in ``assembler --help``: :mod:`assembler.cli.commands`)."""
     assess.add_argument("inputs", nargs="+", metavar="INPUT", help="run contexts (.jsonl; - = stdin)")
     assess.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
     assess.add_argument("--now", metavar="ISO8601", help="assembled_at of every result (default: the current time)")

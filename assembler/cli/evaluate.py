@@ -33,7 +33,7 @@ from assembler.run.atomic import commit_together
 from assembler.run.paths import PathGroup, refuse_same_files
 from assembler.selection import get_policy, policies, register_policy
 
-__all__ = ["register"]
+__all__ = ["evaluate_flags"]
 
 PREFIX = "assembler: evaluate: "
 _BUDGET_FLAGS = ("max_items", "max_bytes", "max_tokens")
@@ -195,10 +195,10 @@ def _require(args: argparse.Namespace, command: str) -> None:
         raise EvaluateError(f"{given} needs {missing} FILE (judgments and query texts go together)")
     if args.eval is None and args.qrels is None:
         raise EvaluateError(
-            f"--eval FILE is required (or --qrels FILE --queries FILE) — try 'assembler {command} --help'"
+            f"--eval FILE is required (or --qrels FILE --queries FILE) (see `assembler {command} --help`)"
         )
     if args.lanes is None:
-        raise EvaluateError(f"--lanes FILE is required — try 'assembler {command} --help'")
+        raise EvaluateError(f"--lanes FILE is required (see `assembler {command} --help`)")
 
 
 def _policy(args: argparse.Namespace) -> str:
@@ -577,15 +577,16 @@ def _run_flags(parser: argparse.ArgumentParser, *, sweep: bool) -> None:
     )
 
 
-def register(commands: Any) -> None:
-    """Register ``evaluate`` (and its ``compare``/``sweep``/``tune`` subcommands) on the top-level parser."""
-    evaluate = commands.add_parser(
-        "evaluate",
-        usage="assembler evaluate --eval EVAL.jsonl --lanes LANES [options]\n"
-        "       assembler evaluate {compare,sweep,tune} ...",
-        help="offline evaluation: baseline vs assembly on a labelled eval set",
-        description="Score the passage lane (baseline) or the assembled package (--assembly) of every case. "
-        "Exit 0 done, 3 threshold violated, 2 bad input, 1 cannot write.",
+def evaluate_flags(evaluate: argparse.ArgumentParser) -> None:
+    """The flags of ``assembler evaluate`` and its ``compare``/``sweep``/``tune`` subcommands (its
+    line in ``assembler --help``: :mod:`assembler.cli.commands`)."""
+    evaluate.usage = (
+        "assembler evaluate --eval EVAL.jsonl --lanes LANES [options]\n"
+        "       assembler evaluate {compare,sweep,tune} ..."
+    )
+    evaluate.description = (
+        "Score the passage lane (baseline) or the assembled package (--assembly) of every case. "
+        "Exit 0 done, 3 threshold violated, 2 bad input, 1 cannot write."
     )
     _run_flags(evaluate, sweep=False)
     evaluate.add_argument("--assembly", action=_Once, nargs=0, const=True, default=False, help="assemble each case")
@@ -598,11 +599,13 @@ def register(commands: Any) -> None:
         "--out", action=_Once, default="evaluation.json", metavar="RUN.json", help="artifact (default evaluation.json)"
     )
     evaluate.set_defaults(run=_guarded(_cmd_run))
-    sub = evaluate.add_subparsers(dest="evaluate_command", metavar="{compare,sweep,tune}")
+    sub = evaluate.add_subparsers(  # prog: the subcommands' usage starts with it, not with the usage above
+        dest="evaluate_command", metavar="{compare,sweep,tune}", prog=evaluate.prog, help="instead of a run"
+    )
 
     compare = sub.add_parser("compare", help="compare two run artifacts case by case")
-    compare.add_argument("base", metavar="BASE.json")
-    compare.add_argument("head", metavar="HEAD.json")
+    compare.add_argument("base", metavar="BASE.json", help="the run compared against (its artifact, as --out wrote it)")
+    compare.add_argument("head", metavar="HEAD.json", help="the run compared (differences are HEAD - BASE)")
     compare.add_argument("--out", action=_Once, metavar="FILE", help="write the per-case changes (none without it)")
     _significance_flags(compare)
     compare.set_defaults(run=_guarded(_cmd_compare))

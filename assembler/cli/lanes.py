@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from assembler.cli.args import errors_path, positive_integer
+from assembler.cli.args import add_on_error_flags, errors_path, positive_integer
 from assembler.contract.request import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from assembler.errors import UsageError, shown_path
 from assembler.retrieval.build import Settings, build_file
@@ -19,7 +19,7 @@ from assembler.retrieval.runs import FromRunsSettings, Run, from_runs, parse_run
 from assembler.run.io import is_parquet
 from assembler.run.paths import refuse_same_files
 
-__all__ = ["register"]
+__all__ = ["lanes_flags"]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -60,10 +60,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Any) -> None:
-    """Add ``lanes build`` to the ``assembler`` command's subparsers."""
-    lanes = commands.add_parser("lanes", help="produce lane dumps by retrieval over a corpus (extra 'retrieval')")
-    sub = lanes.add_subparsers(dest="lanes_command", required=True)
+def lanes_flags(lanes: argparse.ArgumentParser) -> None:
+    """``lanes build`` and ``lanes from-runs`` (the line of ``lanes`` in ``assembler --help``:
+    :mod:`assembler.cli.commands`)."""
+    sub = lanes.add_subparsers(dest="lanes_command", required=True, help="how the lane dumps are made")
     build = sub.add_parser(
         "build",
         help="BM25 + dense passages, graph, communities and citations for every eval case",
@@ -223,12 +223,6 @@ def _register_from_runs(sub: Any) -> None:
         default="keep",
         help="a query no run names: a record with no passages (keep, default) or none (drop)",
     )
-    runs.add_argument(
-        "--on-error",
-        choices=("stop", "skip"),
-        default="stop",
-        help="stop at the first bad line (default), or skip it into the errors file",
-    )
-    runs.add_argument("--errors", metavar="FILE", help="errors file for --on-error skip (default: OUT.errors.jsonl)")
+    add_on_error_flags(runs, "line")
     runs.add_argument("-q", "--quiet", action="store_true", help="no summary line")
     runs.set_defaults(run=_run_from_runs)

@@ -36,7 +36,7 @@ def commands() -> list[tuple[str, argparse.ArgumentParser]]:
             found.append((f"{prefix} {name}", child))
             walk(f"{prefix} {name}", child)
 
-    walk("assembler", _parser())
+    walk("assembler", _parser(every=True))
     return found
 
 

@@ -65,9 +65,9 @@ that loaded were still ended by Polars' allocator (a thread's stack could not be
 message; under 512 MiB some ended from C while loading (OpenBLAS, jemalloc). More CPUs need more
 (a thread pool per library)."""
 
-LIBRARIES = (("NumPy", "numpy"), ("Arrow", "pyarrow"), ("Polars", "polars"), ("the command", "assembler.cli.commands"))
-"""What :func:`load_libraries` loads, by the name its messages give it: the libraries, then the
-command's own modules (which build tables with them as they load)."""
+LIBRARIES = (("NumPy", "numpy"), ("Arrow", "pyarrow"), ("Polars", "polars"))
+"""What :func:`load_libraries` loads, by the name its messages give it, before the command's own
+modules (which build tables with them as they load)."""
 
 _THREADS = re.compile(r"\+?[0-9]+")  # how Polars reads the number (Rust's usize), blanks trimmed
 _STREAMS = ((0, os.O_WRONLY), (1, os.O_RDONLY), (2, os.O_WRONLY))  # fd, how /dev/null stands in
@@ -206,8 +206,9 @@ def _load_failure(name: str, exc: BaseException) -> str:
     return f"cannot load {name}: {type(exc).__name__}: {shown(str(exc))} (is the installation complete?)"
 
 
-def load_libraries() -> int | None:
-    """Load NumPy, Arrow, Polars and the command; on a failure print one line and return exit status 1.
+def load_libraries(command: str) -> int | None:
+    """Load NumPy, Arrow, Polars and the module of the command (``assembler.cli.assemble``); on a
+    failure print one line and return exit status 1.
 
     The warnings they give while loading are held back and shown only when all of them loaded
     (Polars warns that its binary is missing when the address space is too small to map it, then
@@ -215,7 +216,7 @@ def load_libraries() -> int | None:
     """
     with warnings.catch_warnings(record=True) as held:
         warnings.simplefilter("always")
-        for name, module in LIBRARIES:
+        for name, module in (*LIBRARIES, ("the command", command)):
             try:
                 importlib.import_module(module)
             except (KeyboardInterrupt, SystemExit):

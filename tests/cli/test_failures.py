@@ -437,8 +437,8 @@ class CtrlCAtPolars(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, CtrlCAtPolars())
-sys.argv = ["assembler", "--version"]
-if "{entry}" == "module":
+sys.argv = ["assembler", "assemble", {input!r}, "-o", {output!r}, "-q"]
+if {entry!r} == "module":
     runpy.run_module("assembler", run_name="__main__")
 else:
     from assembler.cli import main
@@ -447,12 +447,13 @@ else:
 
 
 @pytest.mark.parametrize("entry", ["module", "script"])
-def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str) -> None:
+def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str, tmp_path: Path) -> None:
     """``python -m assembler`` and the ``assembler`` script alike (the script calls ``main`` of
     ``assembler.cli``): importing the package loads neither Polars nor Arrow, so the interruption
     lands where the command handles it."""
+    script = INTERRUPT_AT_POLARS.format(entry=entry, input=str(SAMPLE), output=str(tmp_path / "out.jsonl"))
     done = subprocess.run(
-        [sys.executable, "-c", INTERRUPT_AT_POLARS.replace("{entry}", entry)],
+        [sys.executable, "-c", script],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -462,6 +463,7 @@ def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str) 
     assert done.stderr == "assembler: interrupted\n"
     assert done.returncode == 130
     assert done.stdout == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- standard streams that are an input or an output file (as `cat` refuses) ------------------------
