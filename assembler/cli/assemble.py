@@ -147,12 +147,10 @@ def _capped_workers(workers: int | None) -> int | None:
     return cpus
 
 
-def _refuse_a_terminal(output: str) -> None:
-    """Packages are not written to a terminal: without ``-o``, ``assembler assemble`` alone would
-    print the whole sample's JSON (about 250 KB) on the screen. A file, a pipe or ``-o /dev/tty``
-    (asked for by name) is written."""
-    if output != "-":
-        return
+def _refuse_a_terminal() -> None:
+    """Packages are not written to a terminal unasked: without ``-o``, ``assembler assemble`` alone
+    would print the whole sample's JSON (about 250 KB) on the screen. A file, a pipe, ``-o -`` or
+    ``-o /dev/tty`` (asked for by name) is written."""
     try:
         terminal = sys.stdout.isatty()
     except (AttributeError, ValueError):  # no real stream behind it
@@ -190,7 +188,9 @@ def _report(args: argparse.Namespace, inputs: Sequence[str], summary: RunSummary
 
 
 def _cmd_assemble(args: argparse.Namespace) -> int:
-    _refuse_a_terminal(args.output)
+    if args.output is None:  # no -o: standard output, unless that is a terminal
+        _refuse_a_terminal()
+        args.output = "-"
     inputs = _inputs(args)
     refuse_same_files(
         {"input": inputs, "--policy-config": args.policy_config},
@@ -272,7 +272,9 @@ def assemble_flags(assemble: argparse.ArgumentParser) -> None:
         help="lane dumps (.jsonl or .parquet; - = stdin). Without INPUT: standard input when it is "
         "piped or redirected from a file, else the shipped sample of 30 queries",
     )
-    assemble.add_argument("-o", "--output", default="-", help="output file (default -, standard output)")
+    assemble.add_argument(
+        "-o", "--output", help="output file (default -, standard output; not a terminal unless -o - is given)"
+    )
     assemble.add_argument("--format", choices=("jsonl", "parquet"), help="output format (default: by extension)")
     _policy_flag(assemble)
     assemble.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")

@@ -816,3 +816,31 @@ def test_an_input_named_in_upper_case_parquet_is_read_as_parquet(tmp_path: Path)
     )
     assert run.returncode == 0, run.stderr
     assert len(out.read_bytes().splitlines()) == 30
+
+
+def test_packages_asked_for_with_o_dash_are_written_to_a_terminal(tmp_path: Path) -> None:
+    """``-o -`` names standard output: a user who asks for the packages on the screen gets them."""
+    controller, terminal = os.openpty()
+    try:
+        done = subprocess.Popen(
+            [sys.executable, "-m", "assembler", "assemble", str(CONFORMANCE), "-o", "-", "-q"],
+            stdin=subprocess.DEVNULL,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+        )
+        os.close(terminal)
+        printed = bytearray()
+        while True:
+            try:
+                chunk = os.read(controller, 65536)
+            except OSError:  # the terminal's other end closed: the command has ended
+                break
+            if not chunk:
+                break
+            printed += chunk
+        _, err = done.communicate(timeout=300)
+    finally:
+        os.close(controller)
+    assert done.returncode == 0, err
+    assert printed.count(b"\n") == len(CONFORMANCE.read_bytes().splitlines())
