@@ -36,6 +36,7 @@ from assembler.run.outputs import RunSummary
 from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
 from assembler.run.pool import usable_cpus
+from assembler.run.progress import progress_shown
 from assembler.run.records import iter_records, stop_at_first
 from assembler.selection import policies
 
@@ -99,7 +100,7 @@ def count_records(paths: Sequence[str]) -> int | None:
 
 
 def _progress(enabled: bool, inputs: Sequence[str]) -> tuple[Callable[[int], None] | None, Callable[[], None]]:
-    if not enabled or not sys.stderr.isatty():
+    if not progress_shown(quiet=not enabled):
         return None, lambda: None
     from tqdm import tqdm
 

@@ -31,6 +31,7 @@ from assembler.evaluate.summary import run_summary, threshold_summary
 from assembler.evaluate.thresholds import Thresholds, evaluate_gate, load_thresholds
 from assembler.run.atomic import commit_together
 from assembler.run.paths import PathGroup, refuse_same_files
+from assembler.run.progress import progress_shown
 from assembler.selection import get_policy, policies, register_policy
 
 __all__ = ["evaluate_flags"]
@@ -101,20 +102,13 @@ def _read(args: argparse.Namespace, outputs: PathGroup, *inputs: str, makes_fold
     return given
 
 
-def _terminal() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, OSError, ValueError):  # no standard error, or a closed one
-        return False
-
-
 class _Bars:
     """The progress bars of a long run on stderr, as ``assemble`` shows its own (tqdm): only when
     standard error is a terminal and ``-q`` is not given, one bar per step, every bar closed on
     the way out (an error's line then starts a line of its own)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.enabled = not getattr(args, "quiet", False) and _terminal()
+        self.enabled = progress_shown(quiet=getattr(args, "quiet", False))
         self.bars: list[Any] = []
 
     def __enter__(self) -> Progress | None:

@@ -40,6 +40,7 @@ from assembler.retrieval.inputs import (
 )
 from assembler.retrieval.text import question_entities
 from assembler.run.atomic import AtomicFile
+from assembler.run.progress import progress_shown
 from assembler.run.queries import read_queries
 
 __all__ = [
@@ -192,7 +193,7 @@ def record_text(query_id: str, context: str, request: Json, lanes: Mapping[str, 
 
 def _progress(enabled: bool) -> Callable[[str, int], Callable[[int], None] | None]:
     def make(label: str, total: int) -> Callable[[int], None] | None:
-        if not enabled or not sys.stderr.isatty() or total < 200:
+        if not progress_shown(quiet=not enabled) or total < 200:
             return None
         from tqdm import tqdm
 
