@@ -250,6 +250,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         output_format=output_format,
         max_record_bytes=args.max_record_bytes,
     )
+    for message in summary.warnings():
+        warning(message)
     lines([f"converted {counted(summary.queries, 'record')}, {summary.rejected} rejected"])
     return 0
 

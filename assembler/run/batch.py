@@ -82,6 +82,7 @@ __all__ = [
     "BudgetNote",
     "arrow_column",
     "assemble_table",
+    "budget_note",
     "file_tables",
     "lines_table",
     "packages_table",
@@ -125,7 +126,7 @@ class BudgetNote:
     clamped: tuple[str, ...] = ()
 
 
-def _budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -> BudgetNote | None:
+def budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -> BudgetNote | None:
     """The :class:`BudgetNote` of an accepted record (``value``: its lane-dump object, or ``None``
     when the columnar reader took it, which refuses any unknown key), ``None`` if it has nothing."""
     request = value.get("request") if isinstance(value, dict) else None
@@ -241,7 +242,7 @@ def _columnar_lanes(
             value = raw.value
             slow_records.append(record)
             slow_targets.append(len(records))
-        note = _budget_note(record, value, overrides)
+        note = budget_note(record, value, overrides)
         if note is not None:
             notes[len(records)] = note
         records.append(record)

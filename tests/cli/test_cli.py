@@ -844,3 +844,22 @@ def test_packages_asked_for_with_o_dash_are_written_to_a_terminal(tmp_path: Path
         os.close(controller)
     assert done.returncode == 0, err
     assert printed.count(b"\n") == len(CONFORMANCE.read_bytes().splitlines())
+
+
+def test_convert_to_parquet_says_which_budget_keys_it_drops(
+    capsys: pytest.CaptureFixture[str], write_jsonl: JsonlWriter, make_record: RecordFactory, tmp_path: Path
+) -> None:
+    """The Parquet schema has no place for a key that is no budget field: it is dropped, as
+    assemble ignores it, and said once with its count (a budget above a ceiling is kept as given,
+    so it is not called clamped)."""
+    records = [make_record(f"q{i}") for i in range(3)]
+    records[0]["request"]["budget"] = {"max_item": 1, "max_bytes": 10**9}
+    records[1]["request"]["budget"] = {"max_item": 2}
+    source = write_jsonl("in.jsonl", records)
+    status, _, err = run_cli(capsys, "convert", source, "-o", tmp_path / "lanes.parquet")
+    assert status == 0
+    assert [line for line in err.splitlines() if "warning" in line] == [
+        "assembler: warning: budget key 'max_item' is not a budget field "
+        "(ignored in 2 records; fields: max_items, max_bytes, max_tokens)"
+    ]
+    assert pq.read_table(tmp_path / "lanes.parquet").num_rows == 3
