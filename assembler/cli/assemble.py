@@ -168,10 +168,15 @@ def _inputs_named(inputs: Sequence[str]) -> str:
     return f"the inputs {', '.join(names)}" if len(names) <= 3 else f"the {len(names)} inputs"
 
 
-def _report(args: argparse.Namespace, inputs: Sequence[str], summary: RunSummary) -> None:
-    """The run's warnings (also with ``-q``), then its summary lines (not with ``-q``)."""
+def _warn(summary: RunSummary) -> None:
+    """The run's warnings (ignored budget keys, clamped budgets), shown also with ``-q``."""
     for message in summary.warnings():
         warning(message)
+
+
+def _report(args: argparse.Namespace, inputs: Sequence[str], summary: RunSummary) -> None:
+    """The run's warnings (also with ``-q``), then its summary lines (not with ``-q``)."""
+    _warn(summary)
     if summary.queries == 0 and summary.rejected == 0:
         warning(f"{_inputs_named(inputs)} held no records")
     if args.quiet:
@@ -250,8 +255,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         output_format=output_format,
         max_record_bytes=args.max_record_bytes,
     )
-    for message in summary.warnings():
-        warning(message)
+    _warn(summary)
     lines([f"converted {counted(summary.queries, 'record')}, {summary.rejected} rejected"])
     return 0
 

@@ -84,6 +84,7 @@ __all__ = [
     "assemble_table",
     "budget_note",
     "file_tables",
+    "ignored_keys_shown",
     "lines_table",
     "packages_table",
     "read_tables",
@@ -126,15 +127,21 @@ class BudgetNote:
     clamped: tuple[str, ...] = ()
 
 
+def ignored_keys_shown(value: Any) -> tuple[str, ...]:
+    """The keys of a lane-dump object's budget that are no budget field, as messages show them
+    (at most :data:`NAMED_BUDGET_KEYS` + 1 of them)."""
+    request = value.get("request") if isinstance(value, dict) else None
+    return tuple(map(shown_key, ignored_budget_keys(request)[: NAMED_BUDGET_KEYS + 1]))
+
+
 def budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -> BudgetNote | None:
     """The :class:`BudgetNote` of an accepted record (``value``: its lane-dump object, or ``None``
     when the columnar reader took it, which refuses any unknown key), ``None`` if it has nothing."""
-    request = value.get("request") if isinstance(value, dict) else None
-    ignored = ignored_budget_keys(request)[: NAMED_BUDGET_KEYS + 1]
+    ignored = ignored_keys_shown(value)
     clamped = clamped_fields(record.request.budget, overrides) if record.request.budget or overrides else []
     if not ignored and not clamped:
         return None
-    return BudgetNote(tuple(map(shown_key, ignored)), tuple(clamped))
+    return BudgetNote(ignored, tuple(clamped))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from assembler.contract import wire
 from assembler.contract.request import REQUEST_FIELDS
-from assembler.run.batch import BudgetNote, assemble_table, budget_note, read_tables, rejected_entries
+from assembler.run.batch import BudgetNote, assemble_table, ignored_keys_shown, read_tables, rejected_entries
 from assembler.run.io import (
     DEFAULT_MAX_RECORD_BYTES,
     Inputs,
@@ -202,9 +202,9 @@ def convert(
                     out.handle.write(raw.text + "\n")
                     continue
                 rows.append(_clean_row(raw, record))
-                note = budget_note(record, raw.value, {})
-                if note is not None and note.ignored:  # the schema has no place for it: dropped
-                    summary.add_budget_notes([BudgetNote(note.ignored)])
+                ignored = ignored_keys_shown(raw.value)
+                if ignored:  # the schema has no place for them: dropped
+                    summary.add_budget_notes([BudgetNote(ignored)])
                 if len(rows) >= chunk_size:
                     writer.write_table(pa.Table.from_pylist(rows, schema=LANE_DUMP_SCHEMA))
                     rows = []
