@@ -1,5 +1,3 @@
-import sys
+from assembler.cli import script
 
-from assembler.cli import main
-
-sys.exit(main())
+script()

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NoReturn
 
 from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
-from assembler.run.environment import environment_defaults
+from assembler.run.environment import end_without_teardown, environment_defaults
 
-__all__ = ["BLAS_THREADS", "DENSE_COMMANDS", "POLARS_THREADS", "main", "no_rust_backtraces"]
+__all__ = ["BLAS_THREADS", "DENSE_COMMANDS", "POLARS_THREADS", "main", "no_rust_backtraces", "script"]
 
 POLARS_THREADS = "1"
 """Polars' thread pool in each process of the command, unless ``POLARS_MAX_THREADS`` is set.
@@ -92,3 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return run(arguments)
     except KeyboardInterrupt as exc:  # while the command loads (the command handles its own)
         return interrupted(stopped_by(exc))
+
+
+def script() -> NoReturn:
+    """The ``assembler`` executable (and ``python -m assembler``): :func:`main`, then the end.
+
+    Once a command is done its files are committed and its output flushed: the process ends at
+    once with the command's status (:func:`~assembler.run.environment.end_without_teardown`), or
+    as usual while a thread that is no daemon still runs, waiting for it."""
+    status = main()
+    others = [thread for thread in threading.enumerate() if thread is not threading.main_thread()]
+    if any(not thread.daemon and thread.is_alive() for thread in others):
+        sys.exit(status)
+    end_without_teardown(status)

@@ -1,13 +1,16 @@
-"""Environment variables a run sets for itself and the processes it starts (stdlib only: the
-command line uses it before Polars loads)."""
+"""What a run's processes set for themselves and the processes they start, and how they end
+(stdlib only: the command line uses it before Polars loads)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from typing import NoReturn
 
-__all__ = ["environment_defaults"]
+__all__ = ["end_without_teardown", "environment_defaults"]
 
 
 @contextmanager
@@ -29,3 +32,15 @@ def environment_defaults(values: Mapping[str, str]) -> Iterator[None]:
     finally:
         for name in added:
             os.environ.pop(name, None)
+
+
+def end_without_teardown(status: int) -> NoReturn:
+    """End the process with ``status`` once its exit handlers ran and its standard streams are
+    flushed, skipping the interpreter's teardown: unloading NumPy, Arrow and Polars and freeing
+    every module's objects costs about 0.1 s of CPU, a sixth of a small run, for nothing. For a
+    process whose work is done: its files closed, no thread but daemons left running."""
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError, ValueError):  # closed or failing: the command has said so already
+            stream.flush()
+    os._exit(status)

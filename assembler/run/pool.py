@@ -46,6 +46,7 @@ interpreter importing the package: about a second).
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import signal
@@ -73,7 +74,7 @@ from assembler.run.batch import (
     record_texts,
     rejected_entries,
 )
-from assembler.run.environment import environment_defaults
+from assembler.run.environment import end_without_teardown, environment_defaults
 from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
@@ -615,10 +616,12 @@ def run_pooled(
 
 def _start_worker(claims: Claims) -> None:
     """Worker: keep the pool's claims, leave Ctrl-C and the terminal's other signals (a hang-up,
-    Ctrl-\\) to the parent (which ends the pool: no traceback from each worker), and exit if the
-    parent dies without doing so (killed: the pool's queues would block forever)."""
+    Ctrl-\\) to the parent (which ends the pool: no traceback from each worker), exit if the
+    parent dies without doing so (killed: the pool's queues would block forever), and end without
+    the interpreter's teardown (:func:`_end_now`)."""
     global _WORKER_CLAIMS
     _WORKER_CLAIMS = claims
+    atexit.register(_end_now)
     for signum in TERMINAL:
         signal.signal(signum, signal.SIG_IGN)
     parent = os.getppid()
@@ -629,6 +632,15 @@ def _start_worker(claims: Claims) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="assembler-parent-watch", daemon=True).start()
+
+
+def _end_now() -> None:
+    """A worker's exit handler: the other handlers, then the end, without the interpreter's
+    teardown (:func:`~assembler.run.environment.end_without_teardown`), which the command would
+    wait for at the end of every pooled run. By then the pool has stopped the worker and its result
+    queue is flushed: multiprocessing does both before the interpreter exits."""
+    atexit.unregister(_end_now)
+    end_without_teardown(0)
 
 
 @contextmanager

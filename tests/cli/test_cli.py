@@ -655,12 +655,61 @@ def test_the_errors_file_named_with_control_characters_is_shown_escaped(
 
 
 def test_the_entry_point_stays_a_function_after_the_commands_load() -> None:
-    """Loading the commands' module must not replace ``assembler.cli.main`` (the console script's
-    entry point) with a module of the same name."""
+    """Loading the commands' module must not replace ``assembler.cli.main`` (what the console
+    script's entry point ``script`` runs) with a module of the same name."""
     import assembler.cli
     import assembler.cli.commands
 
     assert callable(assembler.cli.main) and not isinstance(assembler.cli.main, type(assembler.cli))
+    assert callable(assembler.cli.script)
+
+
+# --- the executable's exit, without the interpreter's teardown --------------------------------------
+
+
+def test_the_executable_delivers_every_byte_to_a_pipe_and_its_status(tmp_path: Path) -> None:
+    """The process ends at once after the command: what it wrote to a pipe is all there."""
+    to_file = tmp_path / "out.jsonl"
+    done = subprocess.run([str(ASSEMBLER), "assemble", str(SAMPLE), "-o", str(to_file), "-q"], capture_output=True)
+    piped = subprocess.run([str(ASSEMBLER), "assemble", str(SAMPLE), "-o", "-", "-q"], capture_output=True)
+    assert done.returncode == piped.returncode == 0 and done.stderr == piped.stderr == b""
+    assert piped.stdout == to_file.read_bytes() and len(piped.stdout) > 2**16  # more than a pipe holds
+    missing = subprocess.run([str(ASSEMBLER), "assemble", str(tmp_path / "none.jsonl"), "-o", "x"], capture_output=True)
+    assert missing.returncode == 2 and missing.stderr.startswith(b"assembler: error: cannot read ")
+
+
+def _script_with(command_body: str) -> subprocess.CompletedProcess[str]:
+    """``assembler.cli.script()`` in a fresh interpreter, its ``main`` replaced by ``command_body``."""
+    program = "import atexit, threading, time\nfrom pathlib import Path\nimport assembler.cli\n\n"
+    program += "def command():\n" + "".join(f"    {line}\n" for line in command_body.splitlines())
+    program += "\nassembler.cli.main = command\nassembler.cli.script()\n"
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+
+
+def test_the_executable_runs_the_exit_handlers_before_it_ends(tmp_path: Path) -> None:
+    handled = tmp_path / "handled"
+    done = _script_with(f"atexit.register(Path({str(handled)!r}).write_text, 'handled')\nreturn 3")
+    assert (done.returncode, done.stderr) == (3, "") and handled.read_text() == "handled"
+
+
+def test_the_executable_waits_for_a_thread_that_is_no_daemon(tmp_path: Path) -> None:
+    threaded = tmp_path / "threaded"
+    write_late = f"lambda: (time.sleep(0.3), Path({str(threaded)!r}).write_text('threaded'))"
+    done = _script_with(f"threading.Thread(target={write_late}).start()\nreturn 4")
+    assert (done.returncode, done.stderr) == (4, "") and threaded.read_text() == "threaded"
+
+
+def test_the_executable_with_workers_leaves_no_resource_behind(tmp_path: Path) -> None:
+    """A pool's claims and queues are released by the exit handlers: no resource tracker warning
+    of leaked semaphores, and the same bytes as one process."""
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out-{workers}.jsonl"
+        command = [str(ASSEMBLER), "assemble", str(SAMPLE), "-o", str(out), "-q", "--chunk-size", "4"]
+        done = subprocess.run([*command, "--workers", workers], capture_output=True, text=True)
+        assert (done.returncode, done.stderr) == (0, "")
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
 
 
 # --- what a run does that its packages do not say -----------------------------------------------------
