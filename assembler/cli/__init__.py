@@ -12,8 +12,9 @@ from typing import NoReturn
 from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
 from assembler.run.environment import end_without_teardown, environment_defaults
+from assembler.run.workers import end_early, start_early
 
-__all__ = ["BLAS_THREADS", "DENSE_COMMANDS", "POLARS_THREADS", "main", "no_rust_backtraces", "script"]
+__all__ = ["BLAS_THREADS", "DENSE_COMMANDS", "POLARS_THREADS", "asked_workers", "main", "no_rust_backtraces", "script"]
 
 POLARS_THREADS = "1"
 """Polars' thread pool in each process of the command, unless ``POLARS_MAX_THREADS`` is set.
@@ -43,6 +44,31 @@ def _thread_defaults(words: Sequence[str]) -> dict[str, str]:
     if tuple(words[:2]) not in DENSE_COMMANDS:
         defaults["OPENBLAS_NUM_THREADS"] = BLAS_THREADS
     return defaults
+
+
+def asked_workers(arguments: Sequence[str]) -> int:
+    """The processes ``--workers N`` (or ``--workers=N``) asks for, read before the parser exists;
+    1 when the flag is absent, abbreviated or not a number (the parser then decides and says)."""
+    for index, word in enumerate(arguments):
+        value = word.removeprefix("--workers=") if word.startswith("--workers=") else None
+        if word == "--workers" and index + 1 < len(arguments):
+            value = arguments[index + 1]
+        if value is not None:
+            return int(value) if value.isascii() and value.isdigit() else 1
+    return 1
+
+
+@contextmanager
+def _early_workers(command: str | None, arguments: Sequence[str]) -> Iterator[None]:
+    """For ``assemble --workers N``: the pool's workers start before this process loads its
+    libraries, loading theirs meanwhile (:func:`~assembler.run.workers.start_early`), and end
+    with the command if its run did not take them (an input of one chunk, a usage error)."""
+    if command == "assemble":
+        start_early(asked_workers(arguments))
+    try:
+        yield
+    finally:
+        end_early()
 
 
 @contextmanager
@@ -86,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from assembler.cli.commands import main as run
 
             command = command_named(arguments)
-            with environment_defaults(_thread_defaults(command_words(arguments))):
+            with environment_defaults(_thread_defaults(command_words(arguments))), _early_workers(command, arguments):
                 if command is not None:
                     failed = load_libraries(COMMANDS[command].module)
                     if failed is not None:

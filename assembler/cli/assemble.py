@@ -35,9 +35,9 @@ from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, Outpu
 from assembler.run.outputs import RunSummary
 from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
-from assembler.run.pool import usable_cpus
 from assembler.run.progress import progress_shown
 from assembler.run.records import iter_records, stop_at_first
+from assembler.run.workers import capped_workers, usable_cpus
 from assembler.selection import policies
 
 if TYPE_CHECKING:
@@ -141,9 +141,9 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
 def _capped_workers(workers: int | None) -> int | None:
     """``--workers``, at most one per usable CPU: more processes than CPUs only compete (and each
     costs an interpreter's start and memory); a warning says so."""
-    cpus = usable_cpus()
-    if workers is None or workers <= cpus:
+    if workers is None or capped_workers(workers) == workers:
         return workers
+    cpus = capped_workers(workers)
     warning(f"--workers {workers} is more than the {cpus} CPU(s) this process may use: using {cpus}")
     return cpus
 

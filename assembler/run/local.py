@@ -36,10 +36,11 @@ from assembler.run.outputs import PackageSink, RunSummary, run_outputs
 from assembler.run.parts import FILE_COLUMN, Parts, Splitter
 from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
-from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled, usable_cpus
+from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled
 from assembler.run.records import iter_records
 from assembler.run.schemas import LANE_DUMP_SCHEMA
 from assembler.run.signals import held_signals
+from assembler.run.workers import usable_cpus
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
 
 __all__ = ["convert", "run_assembly"]

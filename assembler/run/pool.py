@@ -41,24 +41,19 @@ cancelled chunk is still queued.
 
 An input of one chunk is assembled in this process: the pool starts only when a second chunk
 exists, and then the command assembles the first chunk itself while the workers start (each a new
-interpreter importing the package: about a second).
+interpreter loading the package: about half a second). The workers' side (their start, the
+claims, their end) is :mod:`assembler.run.workers`, which the command line also uses to start
+them before it loads its own libraries when ``--workers N`` asks for them; such a pool is taken
+here when it is the size the run needs.
 """
 
 from __future__ import annotations
 
-import atexit
-import multiprocessing
 import os
-import signal
-import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import BrokenExecutor, Future, ProcessPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass, replace
-from multiprocessing import resource_tracker
-from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -74,7 +69,6 @@ from assembler.run.batch import (
     record_texts,
     rejected_entries,
 )
-from assembler.run.environment import end_without_teardown, environment_defaults
 from assembler.run.io import DEFAULT_MAX_RECORD_BYTES, RawRecord
 from assembler.run.options import OnError, RunOptions
 from assembler.run.outputs import PackageSink, Rejects, RunSummary, encoded_lines
@@ -89,7 +83,17 @@ from assembler.run.parts import (
     write_bytes,
     write_table,
 )
-from assembler.run.signals import TERMINAL, held_signals
+from assembler.run.signals import held_signals
+from assembler.run.workers import (
+    IN_FLIGHT_PER_WORKER,
+    Claims,
+    claim_slots,
+    shut_down,
+    start_pool,
+    take_early,
+    usable_cpus,
+    worker_claims,
+)
 from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
 
@@ -97,7 +101,6 @@ __all__ = [
     "BYTES_PER_WORKER",
     "ChunkJob",
     "ChunkResult",
-    "Claims",
     "StoredChunk",
     "assemble_chunk",
     "assemble_sent_chunk",
@@ -105,34 +108,12 @@ __all__ = [
     "default_workers",
     "input_size",
     "run_pooled",
-    "usable_cpus",
 ]
 
-IN_FLIGHT_PER_WORKER = 4
-"""Chunks queued per started worker; beyond them the command assembles a chunk itself. The command
-assembles a chunk in about the time a worker does and also reads and writes every chunk, so a
-worker is given more than the one or two it finishes meanwhile, not to run dry. The command holds
-at most this many more chunks (and results) than the workers' queues."""
 RUN_AHEAD_CHUNKS = 64
 """The most chunks the command holds in order behind the oldest unwritten one. Those it assembles
 itself from spans wait in part files (a chunk's packages on disk, a few MB), not in memory: so it
 goes on assembling while a worker starts (about a second) or is held up, rather than waiting."""
-PARENT_CHECK_SECONDS = 1.0
-"""How often a worker checks that the process that started it is still alive."""
-THREAD_VARIABLES = ("POLARS_MAX_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-"""The thread pools a worker would size to the whole machine (Polars, BLAS, OpenMP/Arrow): set to
-the worker's share of the CPUs unless already set, so that N workers on N CPUs do not start N
-threads each."""
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
-
-
 BYTES_PER_WORKER = 80 * 2**20
 """Input bytes each worker process needs before a pool pays for its start-up (about a second per
 worker): a pool of two starts at 160 MiB (about 9,600 typical queries). Measured with ``python -m
@@ -283,70 +264,10 @@ def _load(stored: StoredChunk, parts: Parts) -> ChunkResult:
     return replace(result, lines=lines, packages=packages, rejected=rejected)
 
 
-class Claims:
-    """Who assembles each chunk sent to the started workers: a worker, once it starts the chunk, or
-    the command, once it takes the chunk back; whichever claims it first (shared memory, one lock).
-
-    Chunks are numbered as they are sent and take slot ``number % slots``: a slot is reused only
-    once its earlier chunk's result was taken, so ``slots`` must exceed the chunks held at once.
-    """
-
-    SENT, STARTED, TAKEN_BACK = 0, 1, 2
-    COMMAND_WAIT_SECONDS = 5.0
-    """How long the command waits for the lock (held for microseconds, unless a worker was killed
-    holding it: then the command claims nothing, and the broken pool ends the run)."""
-
-    def __init__(self, slots: int) -> None:
-        self.states: Any = multiprocessing.get_context("spawn").Array("b", slots)
-        self.sent = 0
-
-    def send(self) -> int:
-        """The slot of the next chunk sent. Written without the lock: the slot's earlier chunk is
-        done, so no worker reads or writes it until this chunk is sent."""
-        slot = self.sent % len(self.states)
-        self.sent += 1
-        self.states.get_obj()[slot] = self.SENT
-        return slot
-
-    def claim(self, slot: int, claimant: int) -> bool:
-        """Mark a sent chunk ``STARTED`` (a worker) or ``TAKEN_BACK`` (the command), unless it was
-        claimed already."""
-        with self._locked(claimant == self.TAKEN_BACK) as states:
-            if states is None or states[slot] != self.SENT:
-                return False
-            states[slot] = claimant
-            return True
-
-    def take_back_all(self) -> None:
-        """Claim for the command every chunk no worker has started (the workers then skip them)."""
-        with self._locked(True) as states:
-            for slot in range(len(states) if states is not None else 0):
-                if states[slot] == self.SENT:
-                    states[slot] = self.TAKEN_BACK
-
-    @contextmanager
-    def _locked(self, command: bool) -> Iterator[Any]:
-        """The states, under the lock (read and written directly: each access of the synchronized
-        array would take the lock again), or ``None`` if the command could not have the lock. A
-        worker waits for it as long as it takes."""
-        lock = self.states.get_lock()
-        locked = lock.acquire(timeout=self.COMMAND_WAIT_SECONDS if command else None)
-        try:
-            yield self.states.get_obj() if locked else None
-        finally:
-            if locked:
-                lock.release()
-
-
-_WORKER_CLAIMS: Claims | None = None
-"""In a started worker: its pool's :class:`Claims` (set by :func:`_start_worker`)."""
-
-
 def assemble_sent_chunk(slot: int, table: pa.Table, job: ChunkJob) -> ChunkResult | None:
     """A started worker's task: :func:`assemble_chunk`, unless the command took the chunk back
     (``None`` then, which the command never reads: it assembled the chunk itself)."""
-    assert _WORKER_CLAIMS is not None, "a worker task outside a started worker"
-    if not _WORKER_CLAIMS.claim(slot, Claims.STARTED):
+    if not worker_claims().claim(slot, Claims.STARTED):
         return None
     return assemble_chunk(table, job)
 
@@ -355,8 +276,7 @@ def assemble_stored_chunk(slot: int, spans: tuple[Span, ...], job: ChunkJob, nam
     """A started worker's task for a chunk sent by where it lies: read it (:func:`read_spans`),
     :func:`assemble_chunk` it and write it to its parts; ``None`` as :func:`assemble_sent_chunk`
     gives it."""
-    assert _WORKER_CLAIMS is not None, "a worker task outside a started worker"
-    if not _WORKER_CLAIMS.claim(slot, Claims.STARTED):
+    if not worker_claims().claim(slot, Claims.STARTED):
         return None
     result = assemble_chunk(read_spans(spans, job.max_record_bytes), job)
     return None if result is None else _store(result, names)
@@ -500,26 +420,19 @@ def run_pooled(
     started = workers - 1  # this process is one of the workers
     limit = IN_FLIGHT_PER_WORKER * started
     pending: deque[_Pending] = deque()
-    # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
-    # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
-    # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.
-    with _spawning(True):
-        resource_tracker.ensure_running()
-    claims = Claims(limit + IN_FLIGHT_PER_WORKER + 1)  # more than the chunks sent and not yet written
+    slots = claim_slots(started, IN_FLIGHT_PER_WORKER)
 
     def spans_of(table: pa.Table) -> tuple[Span, ...] | None:
         return None if splitter is None or parts is None else splitter.spans(table)
 
     def submit(table: pa.Table) -> None:
-        may_spawn = len(executor._processes or {}) < started  # a submit starts workers until all run
         spans = spans_of(table)
         slot = claims.send()
         future: Future[ChunkResult | StoredChunk | None]
-        with _spawning(may_spawn):
-            if spans is None or parts is None:
-                future = executor.submit(assemble_sent_chunk, slot, table, job)
-            else:
-                future = executor.submit(assemble_stored_chunk, slot, spans, job, parts.new())
+        if spans is None or parts is None:
+            future = executor.submit(assemble_sent_chunk, slot, table, job)
+        else:
+            future = executor.submit(assemble_stored_chunk, slot, spans, job, parts.new())
         pending.append(_Pending(table, spans, slot, future))
 
     def assembled_here(table: pa.Table, park: bool) -> Future[ChunkResult | StoredChunk | None]:
@@ -583,88 +496,29 @@ def run_pooled(
                 pending[index] = _Pending(table, chunk.spans, None, assembled_here(table, False))
 
     # Each worker's thread pools get its share of the CPUs (this process's are sized already).
-    # Workers are spawned as chunks are submitted: the variables stay set while the pool lives.
-    with environment_defaults(dict.fromkeys(THREAD_VARIABLES, str(max(1, usable_cpus() // workers)))):
-        executor = ProcessPoolExecutor(
-            started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(claims,)
-        )
-        finished = False
+    pool = take_early(started, slots) or start_pool(started, slots, max(1, usable_cpus() // workers))
+    executor, claims = pool.executor, pool.claims
+    finished = False
+    try:
+        submit(second)
+        while len(pending) < limit and (table := read()) is not None:
+            submit(table)
+        in_process(first)  # while the workers start (unless they started with the command)
+        while (table := read()) is not None:
+            dispatch(table)
+        steal_queued()
+        while pending:
+            take_oldest()
+        finished = True
+    except BrokenExecutor:  # a worker killed (by the kernel's out-of-memory killer, say)
+        raise WorkerError("a worker process ended abruptly (killed, or out of memory)") from None
+    finally:
+        if not finished:
+            claims.take_back_all()  # nobody will read them
         try:
-            submit(second)
-            while len(pending) < limit and (table := read()) is not None:
-                submit(table)
-            in_process(first)  # while the workers start (about a second)
-            while (table := read()) is not None:
-                dispatch(table)
-            steal_queued()
-            while pending:
-                take_oldest()
-            finished = True
-        except BrokenExecutor:  # a worker killed (by the kernel's out-of-memory killer, say)
-            raise WorkerError("a worker process ended abruptly (killed, or out of memory)") from None
+            shut_down(executor)
         finally:
-            if not finished:
-                claims.take_back_all()  # nobody will read them
-            try:
-                _shut_down(executor)
-            finally:
-                if parts is not None:  # no worker writes any more (unless the shut-down was cut short)
-                    parts.remove_all()
+            if parts is not None:  # no worker writes any more (unless the shut-down was cut short)
+                parts.remove_all()
     if failure:
         raise failure[0]
-
-
-def _start_worker(claims: Claims) -> None:
-    """Worker: keep the pool's claims, leave Ctrl-C and the terminal's other signals (a hang-up,
-    Ctrl-\\) to the parent (which ends the pool: no traceback from each worker), exit if the
-    parent dies without doing so (killed: the pool's queues would block forever), and end without
-    the interpreter's teardown (:func:`_end_now`)."""
-    global _WORKER_CLAIMS
-    _WORKER_CLAIMS = claims
-    atexit.register(_end_now)
-    for signum in TERMINAL:
-        signal.signal(signum, signal.SIG_IGN)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="assembler-parent-watch", daemon=True).start()
-
-
-def _end_now() -> None:
-    """A worker's exit handler: the other handlers, then the end, without the interpreter's
-    teardown (:func:`~assembler.run.environment.end_without_teardown`), which the command would
-    wait for at the end of every pooled run. By then the pool has stopped the worker and its result
-    queue is flushed: multiprocessing does both before the interpreter exits."""
-    atexit.unregister(_end_now)
-    end_without_teardown(0)
-
-
-@contextmanager
-def _spawning(may_spawn: bool) -> Iterator[None]:
-    """While a worker may be started: ignore Ctrl-C (SIGINT, and the terminal's SIGHUP and SIGQUIT),
-    and hold back SIGTERM.
-
-    An ignored signal stays ignored across ``exec`` and Python then leaves it so: a Ctrl-C while a
-    new worker imports the package (before :func:`_start_worker` runs) gives no traceback from it.
-    The window is a fork and exec plus sending the worker its start-up data; a Ctrl-C within it is
-    lost. A SIGTERM within it is delivered at its end: raised in the middle, it would cut the
-    start-up data short (the worker's ``EOFError`` traceback). Once every worker runs, nothing
-    changes."""
-    if not may_spawn:
-        yield
-        return
-    with held_signals(ignore_interrupt=True):
-        yield
-
-
-def _shut_down(executor: ProcessPoolExecutor) -> None:
-    """Wait for the workers to exit. After a clean run they are idle; otherwise the command has
-    taken back the chunks no worker started (a worker skips them) and the ones a worker started
-    are finished, their results unwanted (a worker writes nothing). Terminating the workers
-    instead could cut a result short in the results pipe, and Python's pool then waits for its rest
-    forever. Either way the pool's own thread has reaped every worker on return."""
-    executor.shutdown(wait=True)

@@ -667,6 +667,23 @@ def test_the_entry_point_stays_a_function_after_the_commands_load() -> None:
 # --- the executable's exit, without the interpreter's teardown --------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("arguments", "asked"),
+    [
+        (["assemble", "in.jsonl", "--workers", "2"], 2),
+        (["assemble", "--workers=3", "in.jsonl"], 3),
+        (["assemble", "in.jsonl"], 1),
+        (["assemble", "--work", "2"], 1),  # abbreviated: the parser takes it, no early start
+        (["assemble", "--workers", "two"], 1),  # the parser refuses it
+        (["assemble", "--workers"], 1),
+    ],
+)
+def test_asked_workers_reads_the_flag_before_the_parser_exists(arguments: list[str], asked: int) -> None:
+    from assembler.cli import asked_workers
+
+    assert asked_workers(arguments) == asked
+
+
 def test_the_executable_delivers_every_byte_to_a_pipe_and_its_status(tmp_path: Path) -> None:
     """The process ends at once after the command: what it wrote to a pipe is all there."""
     to_file = tmp_path / "out.jsonl"

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import assembler.run.local as local
 import assembler.run.pool as pool
+import assembler.run.workers as pool_workers
 from assembler.cli import main
 from assembler.errors import InputError, UsageError, WorkerError
 from assembler.run.local import convert, run_assembly
@@ -227,7 +228,7 @@ def test_one_chunk_runs_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def no_pool(*_: object, **__: object) -> None:
         raise AssertionError("a pool was started for one chunk")
 
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(pool_workers, "ProcessPoolExecutor", no_pool)
     out = tmp_path / "out.jsonl"
     assert run_assembly([str(CONFORMANCE)], str(out), RunOptions(workers=2)).queries == 5
     assert out.read_bytes() == EXPECTED.read_bytes()
@@ -367,10 +368,10 @@ def test_results_waiting_behind_a_slow_chunk_stop_the_reading(tmp_path: Path, mo
     sent: list[int] = []
 
     class ThreadWorkers(ThreadPoolExecutor):
-        def __init__(self, workers: int, initargs: tuple[pool.Claims], **_: object) -> None:
-            super().__init__(workers)
-            self._processes = dict.fromkeys(range(workers))  # started: none to spawn
-            monkeypatch.setattr(pool, "_WORKER_CLAIMS", initargs[0])  # what each worker keeps
+        def __init__(self, started: int, initargs: tuple[pool_workers.Claims], **_: object) -> None:
+            super().__init__(started)
+            self._processes = dict.fromkeys(range(started))  # started: none to spawn
+            monkeypatch.setattr(pool_workers, "_WORKER_CLAIMS", initargs[0])  # what each worker keeps
 
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
             sent.append(len(sent))
@@ -387,7 +388,7 @@ def test_results_waiting_behind_a_slow_chunk_stop_the_reading(tmp_path: Path, mo
             pulled.append(release.is_set())
             yield table
 
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", ThreadWorkers)
+    monkeypatch.setattr(pool_workers, "ProcessPoolExecutor", ThreadWorkers)
     monkeypatch.setattr(local, "read_tables", counted)
     threading.Timer(1.0, release.set).start()
     inputs = [str(CONFORMANCE), str(SAMPLE)]
@@ -453,35 +454,6 @@ def test_a_worker_killed_after_the_command_took_back_queued_chunks_is_a_worker_e
     assert not out.exists()
     assert "Traceback" not in capfd.readouterr().err
     assert not multiprocessing.active_children()
-
-
-def test_the_command_claims_nothing_while_a_dead_worker_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A worker killed inside its claim leaves the lock held: the command does not wait forever
-    (the pool is broken then, and the run ends with WorkerError); a free lock claims as usual."""
-    monkeypatch.setattr(pool.Claims, "COMMAND_WAIT_SECONDS", 0.05)
-    claims = pool.Claims(4)
-    first = claims.send()
-    claims.send()
-    held, released = threading.Event(), threading.Event()
-
-    def hold() -> None:  # as a worker killed inside its claim would, until the end of the test
-        with claims.states.get_lock():
-            held.set()
-            released.wait()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    held.wait()
-    assert not claims.claim(first, pool.Claims.TAKEN_BACK)
-    claims.take_back_all()  # returns, changes nothing
-    assert list(claims.states.get_obj()) == [pool.Claims.SENT] * 2 + [0, 0]
-    released.set()
-    holder.join()
-    free = pool.Claims(4)
-    slot = free.send()
-    assert free.claim(slot, pool.Claims.STARTED)
-    assert not free.claim(slot, pool.Claims.TAKEN_BACK)  # a worker had it first
-    assert [free.send() for _ in range(4)] == [1, 2, 3, 0]  # slots are reused in turn
 
 
 def test_budget_notes_are_counted_alike_with_a_pool_and_a_repeat_across_chunks_is_not(

@@ -1,0 +1,271 @@
+"""The started workers of a pool (``assemble --workers N``): how they start, claim chunks and end.
+
+Stdlib only, so that the command line can start them before it loads NumPy, Arrow and Polars
+(:func:`start_early`): each worker is a new interpreter that loads them too (about half a
+second), and started at the same time as the command's own loading rather than after it, a
+worker is ready when the command reads its first chunk. :func:`assembler.run.pool.run_pooled`
+takes such a pool when it is the size it needs (:func:`take_early`), and else starts its own
+(:func:`start_pool`); the command line ends an early pool that no run took (:func:`end_early`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from multiprocessing import resource_tracker
+from typing import Any
+
+from assembler.run.environment import end_without_teardown, environment_defaults
+from assembler.run.signals import TERMINAL, held_signals
+
+__all__ = [
+    "IN_FLIGHT_PER_WORKER",
+    "Claims",
+    "StartedPool",
+    "capped_workers",
+    "claim_slots",
+    "end_early",
+    "shut_down",
+    "start_early",
+    "start_pool",
+    "take_early",
+    "usable_cpus",
+    "worker_claims",
+]
+
+IN_FLIGHT_PER_WORKER = 4
+"""Chunks queued per started worker; beyond them the command assembles a chunk itself. The command
+assembles a chunk in about the time a worker does and also reads and writes every chunk, so a
+worker is given more than the one or two it finishes meanwhile, not to run dry. The command holds
+at most this many more chunks (and results) than the workers' queues."""
+PARENT_CHECK_SECONDS = 1.0
+"""How often a worker checks that the process that started it is still alive."""
+THREAD_VARIABLES = ("POLARS_MAX_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""The thread pools a worker would size to the whole machine (Polars, BLAS, OpenMP/Arrow): set to
+the worker's share of the CPUs unless already set, so that N workers on N CPUs do not start N
+threads each."""
+WORKER_MODULE = "assembler.run.pool"
+"""What a worker loads as it starts (its tasks' module, and the libraries behind it)."""
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def capped_workers(asked: int) -> int:
+    """The processes a run asked for, at most one per usable CPU: more only compete (and each costs
+    an interpreter's start and memory)."""
+    return min(asked, usable_cpus())
+
+
+def claim_slots(started: int, in_flight: int = IN_FLIGHT_PER_WORKER) -> int:
+    """The claims a pool of ``started`` workers needs: more than the chunks sent and not yet
+    written (the workers' queues, as many more the command holds, and one).
+
+    >>> claim_slots(1)
+    9
+    """
+    return in_flight * started + in_flight + 1
+
+
+class Claims:
+    """Who assembles each chunk sent to the started workers: a worker, once it starts the chunk, or
+    the command, once it takes the chunk back; whichever claims it first (shared memory, one lock).
+
+    Chunks are numbered as they are sent and take slot ``number % slots``: a slot is reused only
+    once its earlier chunk's result was taken, so ``slots`` must exceed the chunks held at once.
+    """
+
+    SENT, STARTED, TAKEN_BACK = 0, 1, 2
+    COMMAND_WAIT_SECONDS = 5.0
+    """How long the command waits for the lock (held for microseconds, unless a worker was killed
+    holding it: then the command claims nothing, and the broken pool ends the run)."""
+
+    def __init__(self, slots: int) -> None:
+        self.states: Any = multiprocessing.get_context("spawn").Array("b", slots)
+        self.sent = 0
+
+    def send(self) -> int:
+        """The slot of the next chunk sent. Written without the lock: the slot's earlier chunk is
+        done, so no worker reads or writes it until this chunk is sent."""
+        slot = self.sent % len(self.states)
+        self.sent += 1
+        self.states.get_obj()[slot] = self.SENT
+        return slot
+
+    def claim(self, slot: int, claimant: int) -> bool:
+        """Mark a sent chunk ``STARTED`` (a worker) or ``TAKEN_BACK`` (the command), unless it was
+        claimed already."""
+        with self._locked(claimant == self.TAKEN_BACK) as states:
+            if states is None or states[slot] != self.SENT:
+                return False
+            states[slot] = claimant
+            return True
+
+    def take_back_all(self) -> None:
+        """Claim for the command every chunk no worker has started (the workers then skip them)."""
+        with self._locked(True) as states:
+            for slot in range(len(states) if states is not None else 0):
+                if states[slot] == self.SENT:
+                    states[slot] = self.TAKEN_BACK
+
+    @contextmanager
+    def _locked(self, command: bool) -> Iterator[Any]:
+        """The states, under the lock (read and written directly: each access of the synchronized
+        array would take the lock again), or ``None`` if the command could not have the lock. A
+        worker waits for it as long as it takes."""
+        lock = self.states.get_lock()
+        locked = lock.acquire(timeout=self.COMMAND_WAIT_SECONDS if command else None)
+        try:
+            yield self.states.get_obj() if locked else None
+        finally:
+            if locked:
+                lock.release()
+
+
+@dataclass(frozen=True)
+class StartedPool:
+    """A pool whose ``started`` workers have all been spawned, and the claims they share."""
+
+    executor: ProcessPoolExecutor
+    claims: Claims
+    started: int
+
+
+def start_pool(started: int, slots: int, cpus_each: int) -> StartedPool:
+    """Spawn ``started`` workers now (``spawn``: Polars is multithreaded, forking it is unsafe),
+    their thread pools sized to ``cpus_each`` CPUs unless the environment sizes them.
+
+    Each worker is spawned by a task that does nothing (the pool spawns one per task while none is
+    idle), within :func:`_spawning`; no later task spawns one."""
+    # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
+    # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
+    # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.
+    with _spawning():
+        resource_tracker.ensure_running()
+    claims = Claims(slots)
+    with environment_defaults(dict.fromkeys(THREAD_VARIABLES, str(cpus_each))):
+        executor = ProcessPoolExecutor(
+            started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(claims,)
+        )
+        with _spawning():
+            while len(executor._processes or {}) < started:
+                executor.submit(_ready)
+    return StartedPool(executor, claims, started)
+
+
+def shut_down(executor: ProcessPoolExecutor) -> None:
+    """Wait for the workers to exit. After a clean run they are idle; otherwise the command has
+    taken back the chunks no worker started (a worker skips them) and the ones a worker started
+    are finished, their results unwanted (a worker writes nothing). Terminating the workers
+    instead could cut a result short in the results pipe, and Python's pool then waits for its rest
+    forever. Either way the pool's own thread has reaped every worker on return."""
+    executor.shutdown(wait=True)
+
+
+_EARLY: StartedPool | None = None
+"""The pool :func:`start_early` started and no run has taken yet."""
+
+
+def start_early(asked: int) -> None:
+    """Start the workers of a run that asked for ``asked`` processes (the command one of them,
+    :func:`capped_workers`) now, before this process loads its libraries: the command line does
+    this when ``--workers`` asks for more than one. Nothing when it asks for one."""
+    global _EARLY
+    workers = capped_workers(asked)
+    started = workers - 1
+    if started >= 1 and _EARLY is None:
+        _EARLY = start_pool(started, claim_slots(started), max(1, usable_cpus() // workers))
+
+
+def take_early(started: int, slots: int) -> StartedPool | None:
+    """The early pool, if it has ``started`` workers and at least ``slots`` claims (the run now
+    owns it); ``None`` otherwise (an early pool of another size stays for :func:`end_early`)."""
+    global _EARLY
+    early = _EARLY
+    if early is None or early.started != started or len(early.claims.states) < slots:
+        return None
+    _EARLY = None
+    return early
+
+
+def end_early() -> None:
+    """End the early pool if no run took it (an input of one chunk, a usage error): its workers
+    exit once they have loaded."""
+    global _EARLY
+    early, _EARLY = _EARLY, None
+    if early is not None:
+        early.executor.shutdown(wait=True, cancel_futures=True)
+
+
+# --- in a started worker -------------------------------------------------------------------------------
+
+_WORKER_CLAIMS: Claims | None = None
+"""In a started worker: its pool's :class:`Claims` (set by :func:`_start_worker`)."""
+
+
+def worker_claims() -> Claims:
+    """In a started worker: its pool's :class:`Claims`."""
+    assert _WORKER_CLAIMS is not None, "a worker task outside a started worker"
+    return _WORKER_CLAIMS
+
+
+def _ready() -> None:
+    """The task that spawns a worker: nothing to do."""
+
+
+def _start_worker(claims: Claims) -> None:
+    """Worker: keep the pool's claims, leave Ctrl-C and the terminal's other signals (a hang-up,
+    Ctrl-\\) to the parent (which ends the pool: no traceback from each worker), exit if the
+    parent dies without doing so (killed: the pool's queues would block forever), end without the
+    interpreter's teardown (:func:`_end_now`), and load what its tasks need."""
+    global _WORKER_CLAIMS
+    _WORKER_CLAIMS = claims
+    atexit.register(_end_now)
+    for signum in TERMINAL:
+        signal.signal(signum, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="assembler-parent-watch", daemon=True).start()
+    importlib.import_module(WORKER_MODULE)
+
+
+def _end_now() -> None:
+    """A worker's exit handler: the other handlers, then the end, without the interpreter's
+    teardown (:func:`~assembler.run.environment.end_without_teardown`), which the command would
+    wait for at the end of every pooled run. By then the pool has stopped the worker and its result
+    queue is flushed: multiprocessing does both before the interpreter exits."""
+    atexit.unregister(_end_now)
+    end_without_teardown(0)
+
+
+@contextmanager
+def _spawning() -> Iterator[None]:
+    """While a worker is started: ignore Ctrl-C (SIGINT, and the terminal's SIGHUP and SIGQUIT),
+    and hold back SIGTERM.
+
+    An ignored signal stays ignored across ``exec`` and Python then leaves it so: a Ctrl-C while a
+    new worker loads (before :func:`_start_worker` runs) gives no traceback from it. The window is
+    a fork and exec plus sending the worker its start-up data; a Ctrl-C within it is lost. A
+    SIGTERM within it is delivered at its end: raised in the middle, it would cut the start-up
+    data short (the worker's ``EOFError`` traceback)."""
+    with held_signals(ignore_interrupt=True):
+        yield

@@ -1,0 +1,112 @@
+"""The started workers' side of a pool: claims, and a pool started before the command loads."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import assembler.run.workers as pool_workers
+from assembler.run.local import run_assembly
+from assembler.run.options import RunOptions
+
+DATA = Path(__file__).resolve().parent.parent.parent / "data"
+SAMPLE = DATA / "sample" / "lanes.jsonl"
+
+
+@pytest.fixture
+def no_early_pool_left() -> Iterator[None]:
+    """Every test here ends with no early pool and no worker left, whatever it did."""
+    yield
+    pool_workers.end_early()
+    assert not multiprocessing.active_children()
+
+
+def test_the_command_claims_nothing_while_a_dead_worker_holds_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker killed inside its claim leaves the lock held: the command does not wait forever
+    (the pool is broken then, and the run ends with WorkerError); a free lock claims as usual."""
+    monkeypatch.setattr(pool_workers.Claims, "COMMAND_WAIT_SECONDS", 0.05)
+    claims = pool_workers.Claims(4)
+    first = claims.send()
+    claims.send()
+    held, released = threading.Event(), threading.Event()
+
+    def hold() -> None:  # as a worker killed inside its claim would, until the end of the test
+        with claims.states.get_lock():
+            held.set()
+            released.wait()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait()
+    assert not claims.claim(first, pool_workers.Claims.TAKEN_BACK)
+    claims.take_back_all()  # returns, changes nothing
+    assert list(claims.states.get_obj()) == [pool_workers.Claims.SENT] * 2 + [0, 0]
+    released.set()
+    holder.join()
+    free = pool_workers.Claims(4)
+    slot = free.send()
+    assert free.claim(slot, pool_workers.Claims.STARTED)
+    assert not free.claim(slot, pool_workers.Claims.TAKEN_BACK)  # a worker had it first
+    assert [free.send() for _ in range(4)] == [1, 2, 3, 0]  # slots are reused in turn
+
+
+def test_a_run_takes_the_early_pool_of_its_size_and_starts_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_early_pool_left: object
+) -> None:
+    pool_workers.start_early(2)
+    started = pool_workers._EARLY
+    assert started is not None and len(started.executor._processes or {}) == 1  # spawned now
+
+    def no_second_pool(*_: object, **__: object) -> None:
+        raise AssertionError("a run with an early pool of its size started another")
+
+    monkeypatch.setattr(pool_workers, "ProcessPoolExecutor", no_second_pool)
+    pooled, alone = tmp_path / "pooled.jsonl", tmp_path / "alone.jsonl"
+    run_assembly([str(SAMPLE)], str(pooled), RunOptions(workers=2, chunk_size=4))
+    assert pool_workers._EARLY is None  # taken, and shut down by the run
+    run_assembly([str(SAMPLE)], str(alone), RunOptions(workers=1))
+    assert pooled.read_bytes() == alone.read_bytes()
+
+
+def test_an_early_pool_of_another_size_is_not_taken_and_is_ended(no_early_pool_left: object) -> None:
+    pool_workers.start_early(2)
+    assert pool_workers.take_early(2, pool_workers.claim_slots(2)) is None  # three processes asked
+    assert pool_workers.take_early(1, pool_workers.claim_slots(1) + 1) is None  # more claims than it has
+    pool_workers.end_early()
+    assert pool_workers._EARLY is None and not multiprocessing.active_children()
+
+
+def test_one_process_asked_starts_no_early_pool(no_early_pool_left: object) -> None:
+    pool_workers.start_early(1)
+    assert pool_workers._EARLY is None
+
+
+def test_more_processes_than_cpus_start_one_worker_fewer_than_the_cpus(
+    monkeypatch: pytest.MonkeyPatch, no_early_pool_left: object
+) -> None:
+    monkeypatch.setattr(pool_workers, "usable_cpus", lambda: 2)
+    assert pool_workers.capped_workers(8) == 2 and pool_workers.capped_workers(1) == 1
+    pool_workers.start_early(8)
+    assert pool_workers._EARLY is not None and pool_workers._EARLY.started == 1
+
+
+def test_a_command_with_workers_that_fails_early_leaves_no_worker(tmp_path: Path) -> None:
+    """A usage error, or an input of one chunk, ends the workers started before the command loaded
+    (they exit once loaded, no traceback)."""
+    program = (
+        "import multiprocessing, sys\nfrom assembler.cli import main\n"
+        "status = main(sys.argv[1:])\nassert not multiprocessing.active_children()\nsys.exit(status)\n"
+    )
+    out = tmp_path / "out.jsonl"
+    usage = [sys.executable, "-c", program, "assemble", str(SAMPLE), "-o", str(out), "--workers", "2", "--bogus"]
+    failed = subprocess.run(usage, capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 2 and failed.stderr.count("\n") == 1 and "unrecognized arguments" in failed.stderr
+    one_chunk = [sys.executable, "-c", program, "assemble", str(SAMPLE), "-o", str(out), "-q", "--workers=2"]
+    done = subprocess.run(one_chunk, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "") and len(out.read_text().splitlines()) == 30
