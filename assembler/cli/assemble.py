@@ -141,10 +141,11 @@ def _options(args: argparse.Namespace, output_format: OutputFormat, reranker: Pr
 def _capped_workers(workers: int | None) -> int | None:
     """``--workers``, at most one per usable CPU: more processes than CPUs only compete (and each
     costs an interpreter's start and memory); a warning says so."""
-    if workers is None or capped_workers(workers) == workers:
-        return workers
+    if workers is None:
+        return None
     cpus = capped_workers(workers)
-    warning(f"--workers {workers} is more than the {cpus} CPU(s) this process may use: using {cpus}")
+    if cpus < workers:
+        warning(f"--workers {workers} is more than the {cpus} CPU(s) this process may use: using {cpus}")
     return cpus
 
 

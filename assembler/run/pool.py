@@ -32,8 +32,8 @@ reject to :class:`~assembler.run.outputs.Rejects` in input order and writes the 
 ``on_error="stop"`` a chunk that holds a bad record comes back unassembled, and the command
 validates it with the one-process step, which raises the first bad record's error; the chunks no
 worker has started are taken back, and the ones a worker holds are finished and dropped, with
-every part file (:func:`_shut_down`). Output, errors file and counts are byte for byte those of the
-one-process run.
+every part file (:func:`~assembler.run.workers.shut_down`). Output, errors file and counts are
+byte for byte those of the one-process run.
 
 Taking a chunk back goes through :class:`Claims`, not the pool's ``Future.cancel``: Python 3.11's
 pool fails in its own thread (a traceback, and workers left running) when a worker dies while a
@@ -113,7 +113,7 @@ __all__ = [
 RUN_AHEAD_CHUNKS = 64
 """The most chunks the command holds in order behind the oldest unwritten one. Those it assembles
 itself from spans wait in part files (a chunk's packages on disk, a few MB), not in memory: so it
-goes on assembling while a worker starts (about a second) or is held up, rather than waiting."""
+goes on assembling while a worker starts (about half a second) or is held up, rather than waiting."""
 BYTES_PER_WORKER = 80 * 2**20
 """Input bytes each worker process needs before a pool pays for its start-up (about a second per
 worker): a pool of two starts at 160 MiB (about 9,600 typical queries). Measured with ``python -m
