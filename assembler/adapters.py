@@ -45,6 +45,7 @@ from typing import Any
 
 from assembler.contract.jsoninput import read_json
 from assembler.contract.jsontext import to_f32
+from assembler.contract.request import MAX_SEARCH_LIMIT
 from assembler.contract.wire import ShapeError
 from assembler.errors import UsageError, shown
 from assembler.retrieval.build import record_text
@@ -67,7 +68,6 @@ __all__ = [
 LANES = ("bm25", "vector")
 """The passage lanes a hit can come from (a passage hit's ``lanes`` keys)."""
 
-MAX_SEARCH_LIMIT = 200  # the contract's ceiling of request.search_limit
 _U32_MAX = 2**32 - 1
 _DICT_KEYS = ("id", "text", "score", "metadata")
 
