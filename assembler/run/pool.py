@@ -91,7 +91,6 @@ from assembler.run.workers import (
     shut_down,
     start_pool,
     take_early,
-    usable_cpus,
     worker_claims,
 )
 from assembler.selection import SelectionPolicy, get_policy, policies
@@ -495,8 +494,7 @@ def run_pooled(
                 table = chunk.table_of(job)
                 pending[index] = _Pending(table, chunk.spans, None, assembled_here(table, False))
 
-    # Each worker's thread pools get its share of the CPUs (this process's are sized already).
-    pool = take_early(started, slots) or start_pool(started, slots, max(1, usable_cpus() // workers))
+    pool = take_early(started, slots) or start_pool(started, slots)
     executor, claims = pool.executor, pool.claims
     finished = False
     try:

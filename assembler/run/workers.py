@@ -145,9 +145,10 @@ class StartedPool:
     started: int
 
 
-def start_pool(started: int, slots: int, cpus_each: int) -> StartedPool:
+def start_pool(started: int, slots: int) -> StartedPool:
     """Spawn ``started`` workers now (``spawn``: Polars is multithreaded, forking it is unsafe),
-    their thread pools sized to ``cpus_each`` CPUs unless the environment sizes them.
+    with ``slots`` claims; the thread pools of each get its share of the CPUs (the command is one
+    of ``started + 1`` processes) unless the environment sizes them.
 
     Each worker is spawned by a task that does nothing (the pool spawns one per task while none is
     idle), within :func:`_spawning`; no later task spawns one."""
@@ -157,12 +158,13 @@ def start_pool(started: int, slots: int, cpus_each: int) -> StartedPool:
     with _spawning():
         resource_tracker.ensure_running()
     claims = Claims(slots)
+    cpus_each = max(1, usable_cpus() // (started + 1))
     with environment_defaults(dict.fromkeys(THREAD_VARIABLES, str(cpus_each))):
         executor = ProcessPoolExecutor(
             started, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker, initargs=(claims,)
         )
         with _spawning():
-            while len(executor._processes or {}) < started:
+            for _ in range(started - len(executor._processes or {})):  # none when a stand-in has them
                 executor.submit(_ready)
     return StartedPool(executor, claims, started)
 
@@ -188,7 +190,7 @@ def start_early(asked: int) -> None:
     workers = capped_workers(asked)
     started = workers - 1
     if started >= 1 and _EARLY is None:
-        _EARLY = start_pool(started, claim_slots(started), max(1, usable_cpus() // workers))
+        _EARLY = start_pool(started, claim_slots(started))
 
 
 def take_early(started: int, slots: int) -> StartedPool | None:
