@@ -210,7 +210,7 @@ def end_early() -> None:
     global _EARLY
     early, _EARLY = _EARLY, None
     if early is not None:
-        early.executor.shutdown(wait=True, cancel_futures=True)
+        shut_down(early.executor)
 
 
 # --- in a started worker -------------------------------------------------------------------------------
