@@ -481,7 +481,11 @@ def policy_from_config(config: Mapping[str, Any], source: str = "config") -> Qua
         share = config["statement_share"]
         if share is not None and (isinstance(share, bool) or not isinstance(share, (int, float)) or not share > 0):
             raise _problem(source, "policy.statement_share", "must be a positive number, or null")
-        settings["statement_share"] = None if share is None else float(share)
+        try:
+            settings["statement_share"] = None if share is None else float(share)
+        except OverflowError:  # an integer of more than 308 digits
+            reason = "must be a positive number a float can hold, or null"
+            raise _problem(source, "policy.statement_share", reason) from None
     if "lane_offsets" in config:
         offsets = config["lane_offsets"]
         if not isinstance(offsets, Mapping):

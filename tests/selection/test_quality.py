@@ -350,3 +350,13 @@ def test_quality_variants_run_on_the_sample_and_keep_the_contract_wire_types(nam
     for text in assemble_batch(records, policy=get_policy(name)).packages:
         package = json.loads(text)
         assert tuple(package) == PACKAGE_KEYS
+
+
+def test_a_statement_share_too_large_for_a_float_is_a_config_error() -> None:
+    """A JSON integer of more than 308 digits passed the positive-number check and then made
+    ``float`` overflow: a traceback, not the config's one-line error."""
+    from assembler.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"policy\.statement_share.*a float can hold"):
+        QualityPolicy.from_config({"name": "huge-share", "statement_share": 10**400})
+    assert QualityPolicy.from_config({"name": "big-share", "statement_share": 10**300}).statement_share == 1e300
