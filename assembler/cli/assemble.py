@@ -12,9 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from assembler.analysis.explain import render_explanation
 from assembler.cli.args import (
     add_budget_flags,
     add_errors_flags,
@@ -29,7 +27,7 @@ from assembler.contract.request import DEFAULT_SEARCH_LIMIT, MAX_SEARCH_LIMIT
 from assembler.errors import UsageError, counted, shown_path
 from assembler.pipeline import assemble_records
 from assembler.run.atomic import commit_together
-from assembler.run.io import is_parquet, open_input, read_raw
+from assembler.run.io import is_parquet, open_input, parquet_file, read_raw
 from assembler.run.local import convert, run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, OutputFormat, RunOptions
 from assembler.run.outputs import RunSummary
@@ -88,7 +86,7 @@ def count_records(paths: Sequence[str]) -> int | None:
         total = 0
         for path in paths:
             if is_parquet(path):
-                total += pq.ParquetFile(path).metadata.num_rows
+                total += parquet_file(path).metadata.num_rows
                 continue
             with open_input(path) as handle:
                 if handle.compression is not None:  # counting would decompress the input twice
@@ -229,6 +227,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     wanted = [record for _, record in records if record.query_id == args.query_id]
     if not wanted:
         raise UsageError(f"query_id {args.query_id!r} is not in {', '.join(args.inputs)}")
+    from assembler.analysis.explain import render_explanation  # the explain view: only this command loads it
+
     result = assemble_records(wanted, policy=policy_from_flags(args.policy, args.policy_config))
     print(render_explanation(result, args.query_id))
     return 0

@@ -35,8 +35,6 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from assembler.contract.request import clamped_fields, ignored_budget_keys
 from assembler.errors import InputError, RecordError, UsageError, encodable
@@ -53,6 +51,7 @@ from assembler.run.io import (
     is_parquet,
     line_record,
     open_input,
+    parquet_file,
     parquet_pieces,
     parquet_record,
     refuse_folder,
@@ -65,6 +64,7 @@ from assembler.run.paths import shown
 from assembler.run.records import iter_records
 from assembler.run.schemas import PACKAGE_SCHEMA
 from assembler.selection import CONTRACT, SelectionPolicy
+from assembler.stages.arrow import byte_total, numbers
 from assembler.stages.lanes import LaneBatch, LaneRecord, QueryRecord, build_batch, concat_batches, repeated_query_id
 from assembler.stages.lanes_columnar import ColumnarLanes, read_lane_lines, read_lane_rows
 
@@ -369,6 +369,8 @@ def _shown(raw: RawRecord, text_form: bool) -> str:
 
 
 def _rejected_table(rejected: Sequence[tuple[RawRecord, RecordError]], text_form: bool) -> pa.Table:
+    if not rejected:  # the usual chunk: no cast (a cast imports pyarrow.compute, ~40 ms of start-up)
+        return pa.Table.from_batches([], schema=REJECTED_SCHEMA)  # empty_table() imports pandas
     columns: dict[str, list[Any]] = {name: [] for name in REJECTED_SCHEMA.names}
     for raw, error in rejected:
         for name, value in error.as_dict().items():
@@ -395,7 +397,7 @@ def rejected_entries(table: pa.Table) -> Iterator[tuple[RawRecord, RecordError]]
 
 def summary_counts(packages: pa.Table) -> dict[str, int]:
     """Column sums of a packages table (items, omissions by reason, search-limit cuts)."""
-    return {name: int(pc.sum(packages.column(name)).as_py() or 0) for name in PACKAGE_SCHEMA.names[2:]}
+    return {name: int(numbers(packages.column(name)).sum()) for name in PACKAGE_SCHEMA.names[2:]}
 
 
 # --- reading files into input tables --------------------------------------------------------------
@@ -498,10 +500,10 @@ def _parquet_tables(
     (:func:`~assembler.run.io.parquet_pieces`), gathered into tables of ``rows`` rows that also end
     at the row reaching ``max_bytes`` decoded bytes."""
     try:
-        parquet_file = pq.ParquetFile(stream)
+        parquet = parquet_file(stream)
     except (OSError, pa.ArrowInvalid) as exc:
         raise UsageError(f"cannot read {shown(name)} as Parquet: {exc}") from None
-    check_parquet_columns(parquet_file.schema_arrow.names, name)
+    check_parquet_columns(parquet.schema_arrow.names, name)
     budget = max_bytes if max_bytes is not None else -1
     first = first_line
     pending: list[pa.RecordBatch] = []
@@ -512,9 +514,7 @@ def _parquet_tables(
         joined = pa.Table.from_batches(pending).combine_chunks()
         return _with_source(joined, name, range(first, first + count))
 
-    pieces = parquet_pieces(
-        name, parquet_file, max_record_bytes=max_record_bytes, batch_rows=rows, row_groups=row_groups
-    )
+    pieces = parquet_pieces(name, parquet, max_record_bytes=max_record_bytes, batch_rows=rows, row_groups=row_groups)
     for piece in pieces:
         if isinstance(piece, Oversized):
             if pending:
@@ -613,7 +613,7 @@ def _chunk_bytes(table: pa.Table) -> int:
         return 0
     if JSON_LINE not in table.column_names:
         return int(table.drop_columns([name for name in _SOURCE_COLUMNS if name in table.column_names]).nbytes)
-    return int(pc.sum(pc.binary_length(table.column(JSON_LINE))).as_py() or 0)
+    return byte_total(table.column(JSON_LINE))
 
 
 def _file_tables_of(

@@ -26,10 +26,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assembler.contract.jsoninput import (  # the guarded JSON reader; re-exported here
     NumberRefused,
@@ -43,6 +42,9 @@ from assembler.contract.jsoninput import (  # the guarded JSON reader; re-export
 from assembler.contract.wire import ShapeError, non_finite_rule
 from assembler.errors import RecordError, UsageError, encodable, unexpected_rule
 from assembler.run.paths import PARQUET_SUFFIXES, shown
+
+if TYPE_CHECKING:
+    import pyarrow.parquet as pq
 from assembler.stages.lanes import drop_nulls, record_id
 
 __all__ = [
@@ -530,11 +532,27 @@ def _non_finite_rule(value: Any) -> str | None:
 INVALID_UTF8_RULE = "invalid UTF-8 in a string value"
 
 
+def parquet_file(source: str | IO[bytes]) -> pq.ParquetFile:
+    """A Parquet file to read. ``pyarrow.parquet`` loads here, on first use: with Arrow's file
+    systems it costs about 40 ms of CPU to import, and only Parquet inputs and outputs need it."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(source)
+
+
+def parquet_writer(sink: IO[bytes], schema: pa.Schema) -> pq.ParquetWriter:
+    """A Parquet writer of ``schema`` rows into ``sink`` (``pyarrow.parquet`` loads on first use,
+    as for :func:`parquet_file`)."""
+    import pyarrow.parquet as pq
+
+    return pq.ParquetWriter(sink, schema)
+
+
 def _read_parquet(path: str, batch_rows: int, max_record_bytes: int) -> Iterator[RawRecord]:
     name = shown(path)
     try:
         # A name that is not UTF-8 is opened by Python (Arrow cannot encode its surrogates).
-        parquet = pq.ParquetFile(path if name == path else open(path, "rb"))  # noqa: SIM115
+        parquet = parquet_file(path if name == path else open(path, "rb"))  # noqa: SIM115
     except (OSError, pa.ArrowInvalid) as exc:
         raise UsageError(f"cannot read {name} as Parquet: {exc}") from None
     check_parquet_columns(parquet.schema_arrow.names, name)

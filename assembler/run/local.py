@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from assembler.contract import wire
 from assembler.contract.request import REQUEST_FIELDS
@@ -29,6 +28,7 @@ from assembler.run.io import (
     input_paths,
     memory_panics,
     open_input,
+    parquet_writer,
     read_raw,
 )
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
@@ -193,7 +193,7 @@ def convert(
     refuse_same_files({"inputs": inputs}, {"output": output, "errors_path": errors})
     to_parquet = choose_format(output, output_format) == "parquet"
     with memory_panics(), run_outputs(output, to_parquet, on_error, errors_path) as (out, rejects):
-        writer = pq.ParquetWriter(out.handle, LANE_DUMP_SCHEMA) if to_parquet else None
+        writer = parquet_writer(out.handle, LANE_DUMP_SCHEMA) if to_parquet else None
         try:
             rows: list[dict[str, object]] = []
             raws = read_raw(input_paths(inputs), max_record_bytes=max_record_bytes)

@@ -16,16 +16,14 @@ from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from assembler.assess.packages import assessed_line, assessment_texts
 from assembler.contract.jsontext import escape_string, utf8_buffer
 from assembler.contract.request import LIMIT_CEILINGS
 from assembler.errors import InputError, RecordError, UsageError, counted, encodable
 from assembler.pipeline import REASONS, BatchResult
 from assembler.run.atomic import AtomicFile, commit_together
 from assembler.run.batch import NAMED_BUDGET_KEYS, BudgetNote, packages_table, summary_counts
-from assembler.run.io import RawRecord
+from assembler.run.io import RawRecord, parquet_writer
 from assembler.run.options import OnError
 from assembler.run.schemas import PACKAGE_SCHEMA
 
@@ -200,6 +198,8 @@ def run_outputs(
 def encoded_lines(result: BatchResult, assess: bool = False) -> bytes:
     """The JSON Lines output of a batch, UTF-8, one line per package (``assess``: with its assessment)."""
     if assess:
+        from assembler.assess.packages import assessed_line, assessment_texts  # only --assess loads U7
+
         lines = map(assessed_line, result.query_ids, result.packages, assessment_texts(result.packages))
         return "".join(lines).encode("utf-8", "backslashreplace")
     return output_lines(result.query_ids, result.package_column)
@@ -211,7 +211,7 @@ class PackageSink:
     def __init__(self, out: AtomicFile, parquet: bool, assess: bool = False) -> None:
         self.out = out
         self.assess = assess
-        self.writer = pq.ParquetWriter(out.handle, PACKAGE_SCHEMA) if parquet else None
+        self.writer = parquet_writer(out.handle, PACKAGE_SCHEMA) if parquet else None
 
     def write(self, result: BatchResult) -> None:
         if self.writer is None:

@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from assembler.errors import OutputError, UsageError
 from assembler.run.atomic import AtomicFile
 from assembler.run.batch import JSON_LINE, SOURCE_FILE, SOURCE_LINE, range_table
 from assembler.run.io import InputStream, is_parquet, open_input
 from assembler.run.paths import shown
+from assembler.stages.arrow import byte_total
 
 __all__ = [
     "FILE_COLUMN",
@@ -175,7 +175,7 @@ class Splitter:
     def _span(self, table: pa.Table, index: int, lines: list[int], row: int) -> Span:
         counted, first, last = self._files[index], lines[0], lines[-1]
         name = table.column(SOURCE_FILE)[row].as_py()
-        size = _line_bytes(table.column(JSON_LINE).slice(row, len(lines)))
+        size = byte_total(table.column(JSON_LINE).slice(row, len(lines)))
         start, end = counted.mark_before(first - 1), counted.mark_before(last)
         return Span(
             self.paths[index], name, first, last, len(lines), size, start, end, counted.bytes_read, counted.identity
@@ -187,13 +187,9 @@ def _identity(raw: Any) -> tuple[int, int]:
     return info.st_dev, info.st_ino
 
 
-def _line_bytes(column: pa.ChunkedArray | pa.Array) -> int:
-    return int(pc.sum(pc.binary_length(column)).as_py() or 0)
-
-
 def _same_rows(table: pa.Table, span: Span) -> bool:
     """Whether lines read back hold as many records, of as many bytes, from the same first line."""
-    if table.num_rows != span.rows or _line_bytes(table.column(JSON_LINE)) != span.size:
+    if table.num_rows != span.rows or byte_total(table.column(JSON_LINE)) != span.size:
         return False
     return bool(table.column(SOURCE_LINE)[0].as_py() == span.first_line)
 

@@ -1,7 +1,8 @@
 """The started workers of a pool (``assemble --workers N``): how they start, claim chunks and end.
 
 Stdlib only, so that the command line can start them before it loads NumPy, Arrow and Polars
-(:func:`start_early`): each worker is a new interpreter that loads them too (about half a
+(:func:`start_early`); ``multiprocessing`` and its process pool load only when a pool starts (about
+25 ms of CPU that a run in one process does not pay): each worker is a new interpreter that loads them too (about half a
 second), and started at the same time as the command's own loading rather than after it, a
 worker is ready when the command reads its first chunk. :func:`assembler.run.pool.run_pooled`
 takes such a pool when it is the size it needs (:func:`take_early`), and else starts its own
@@ -12,20 +13,20 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import multiprocessing
 import os
 import signal
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from multiprocessing import resource_tracker
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from assembler.run.environment import end_without_teardown, environment_defaults
 from assembler.run.signals import TERMINAL, held_signals
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
     "IN_FLIGHT_PER_WORKER",
@@ -95,6 +96,8 @@ class Claims:
     holding it: then the command claims nothing, and the broken pool ends the run)."""
 
     def __init__(self, slots: int) -> None:
+        import multiprocessing
+
         self.states: Any = multiprocessing.get_context("spawn").Array("b", slots)
         self.sent = 0
 
@@ -152,6 +155,10 @@ def start_pool(started: int, slots: int) -> StartedPool:
 
     Each worker is spawned by a task that does nothing (the pool spawns one per task while none is
     idle), within :func:`_spawning`; no later task spawns one."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import resource_tracker
+
     # The claims and the pool's queues start multiprocessing's resource tracker, a process of the
     # group too: started here, it inherits the terminal's signals ignored (it ignores SIGINT and
     # SIGTERM itself), so that a hang-up or a Ctrl-\ leaves it to end with the command.

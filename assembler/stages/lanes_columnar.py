@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from assembler.contract import wire
@@ -38,6 +37,7 @@ from assembler.contract.request import (
     resolve_limits,
 )
 from assembler.stages import collect
+from assembler.stages.arrow import list_children, numbers, present, series
 from assembler.stages.lanes import (
     CANDIDATE_SCHEMA,
     CITATION_SCHEMA,
@@ -252,9 +252,9 @@ def _rule_breaks(table: pa.Table, lines: Sequence[bytes] | None) -> np.ndarray:
     bad = _kind_breaks(LANE_DUMP_FIELDS, records)
     request = records.field("request")
     for name in ("origins", "labels"):
-        bad |= _array(pc.list_value_length(request.field(name)), 0) > MAX_INPUT_ITEMS
+        bad |= list_children(request.field(name)).lengths > MAX_INPUT_ITEMS
     # include_communities: absent is false, null is refused; the reader shows both as null.
-    unset = _array(pc.is_null(request.field("include_communities")))
+    unset = ~present(request.field("include_communities"))
     if lines is not None and unset.any():
         bad |= unset & np.array([b'"include_communities"' in line for line in lines])
     return bad
@@ -263,30 +263,6 @@ def _rule_breaks(table: pa.Table, lines: Sequence[bytes] | None) -> np.ndarray:
 def _mask(keep: np.ndarray) -> pa.Array:
     """A boolean Arrow array (made by Polars: ``pa.array`` imports pandas, when installed, on first use)."""
     return pl.Series(keep, dtype=pl.Boolean).to_arrow()
-
-
-def _array(values: pa.Array | pa.ChunkedArray, null: float = 0) -> np.ndarray:
-    """A boolean or numeric Arrow array as NumPy, nulls replaced by ``null``; read from its buffers
-    (pyarrow's own conversions import pandas, when installed, on first use)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    n, offset = len(values), values.offset
-    buffers = values.buffers()
-    if pa.types.is_boolean(values.type):
-        data = _bits(buffers[1], offset, n)
-    else:
-        data = np.frombuffer(
-            buffers[1], dtype=values.type.to_pandas_dtype(), count=n, offset=offset * values.type.byte_width
-        )
-    if values.null_count:
-        data = np.where(_bits(buffers[0], offset, n), data, null)
-    return data
-
-
-def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:
-    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans."""
-    bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), bitorder="little")
-    return bits[offset : offset + n].astype(bool)
 
 
 @functools.cache
@@ -310,34 +286,33 @@ def _kind_breaks(kind: wire.Kind, values: pa.Array) -> np.ndarray:
     if not _checked(kind):
         return np.zeros(n, dtype=bool)
     if isinstance(kind, wire.ListOf):
-        flat = pc.list_flatten(values)
-        if len(flat) == 0:
+        children = list_children(values)
+        if len(children.values) == 0:
             return np.zeros(n, dtype=bool)
-        inner = _kind_breaks(kind.item, flat)
-        if flat.null_count:
-            inner |= _array(pc.is_null(flat))
+        inner = _kind_breaks(kind.item, children.values)
+        if children.values.null_count:
+            inner |= ~present(children.values)
         if not inner.any():
             return np.zeros(n, dtype=bool)
-        parents = _array(pc.list_parent_indices(values))
-        return np.bincount(parents, weights=inner, minlength=n) > 0
+        return np.bincount(children.rows, weights=inner, minlength=n) > 0
     if isinstance(kind, tuple):
         bad = np.zeros(n, dtype=bool)
         for field in kind:
             child = values.field(field.name)
             if field.required and child.null_count:
-                bad |= _array(pc.is_null(child))
+                bad |= ~present(child)
             bad |= _kind_breaks(field.kind, child)
     elif kind in ("f64", "f32"):
-        numbers = _array(values, 0.0)
+        floats = numbers(values, 0.0)
         # NaN and the infinities are refused; "-0" is the integer 0 to JSON but -0.0 to the reader.
-        bad = ~np.isfinite(numbers) | ((numbers == 0) & np.signbit(numbers))
+        bad = ~np.isfinite(floats) | ((floats == 0) & np.signbit(floats))
         if kind == "f32":
             with np.errstate(over="ignore"):
-                bad |= ~np.isfinite(numbers.astype(np.float32))
+                bad |= ~np.isfinite(floats.astype(np.float32))
     else:
         return np.zeros(n, dtype=bool)
     if values.null_count:
-        bad &= _array(pc.is_valid(values))
+        bad &= present(values)
     return bad
 
 
@@ -445,19 +420,15 @@ def _entries(lists: pa.Array, kind: wire.Kind, limits: np.ndarray | None = None)
     """The entries of a list column: each entry's row ``q``, its 1-based rank in its list, and
     the entry itself (``entry``, cast to :func:`polars_type` of ``kind``); with ``limits`` (per
     row), only the entries ranked within their row's limit, and how many were cut per row."""
-    flat = pc.list_flatten(lists)
-    parents = _array(pc.list_parent_indices(lists)).astype(np.int64)
-    lengths = _array(pc.list_value_length(lists), 0).astype(np.int64)
-    ranks = np.arange(len(flat), dtype=np.int64) - (np.cumsum(lengths) - lengths)[parents] + 1
+    flat, parents, _, firsts = list_children(lists)
+    ranks = np.arange(len(flat), dtype=np.int64) - firsts[parents] + 1
     cuts = np.zeros(len(lists), dtype=np.int64)
+    entries = pl.DataFrame({"q": parents, "lane_rank": ranks, "entry": series(flat).cast(polars_type(kind))})
     if limits is not None:
         over = ranks > limits[parents]
         if over.any():
             cuts = np.bincount(parents[over], minlength=len(lists))
-            flat, parents, ranks = flat.filter(_mask(~over)), parents[~over], ranks[~over]
-    entries = pl.DataFrame(
-        {"q": parents, "lane_rank": ranks, "entry": pl.Series(pl.from_arrow(flat)).cast(polars_type(kind))}
-    )
+            entries = entries.filter(pl.Series(~over))
     return entries, cuts
 
 
@@ -471,7 +442,7 @@ def _lane_batch(
     lanes = table.column("lanes").combine_chunks()
     request = table.column("request").combine_chunks()
     limits = np.array([effective_search_limit(v) for v in request.field("search_limit").to_pylist()], dtype=np.int64)
-    contexts = pl.Series("context", table.column("context").combine_chunks(), dtype=pl.String)
+    contexts = series(table.column("context").combine_chunks(), "context").cast(pl.String)
     queried, _ = _entries(lanes.field("graph_query"), wire.ASSOCIATION)
     activated, _ = _entries(lanes.field("graph_activate"), wire.ACTIVATION)
     associations = pl.concat(
@@ -653,7 +624,7 @@ def _records(
     cuts: np.ndarray,
 ) -> list[QueryRecord]:
     """The per-query part of each record (its request, limits and plan)."""
-    present = [_array(pc.is_valid(lanes.field(name))) for name in LANE_NAMES]
+    listed = [present(lanes.field(name)) for name in LANE_NAMES]
     plans = table.column("plan_lanes").to_pylist()
     records = []
     for i, (query_id, context, fields) in enumerate(
@@ -678,7 +649,7 @@ def _records(
                 ),
                 limits=resolve_limits(budget, overrides),
                 plan_lanes=_plan(plans[i]),
-                present_lanes=frozenset(name for name, has in zip(LANE_NAMES, present, strict=True) if has[i]),
+                present_lanes=frozenset(name for name, has in zip(LANE_NAMES, listed, strict=True) if has[i]),
                 search_limit_cuts=int(cuts[i]),
                 source=sources[row],
                 line=line_numbers[row],

@@ -6,6 +6,7 @@ inputs span several small chunks.
 
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
 import multiprocessing
@@ -228,7 +229,7 @@ def test_one_chunk_runs_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     def no_pool(*_: object, **__: object) -> None:
         raise AssertionError("a pool was started for one chunk")
 
-    monkeypatch.setattr(pool_workers, "ProcessPoolExecutor", no_pool)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
     out = tmp_path / "out.jsonl"
     assert run_assembly([str(CONFORMANCE)], str(out), RunOptions(workers=2)).queries == 5
     assert out.read_bytes() == EXPECTED.read_bytes()
@@ -388,7 +389,7 @@ def test_results_waiting_behind_a_slow_chunk_stop_the_reading(tmp_path: Path, mo
             pulled.append(release.is_set())
             yield table
 
-    monkeypatch.setattr(pool_workers, "ProcessPoolExecutor", ThreadWorkers)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", ThreadWorkers)
     monkeypatch.setattr(local, "read_tables", counted)
     threading.Timer(1.0, release.set).start()
     inputs = [str(CONFORMANCE), str(SAMPLE)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import multiprocessing
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def test_a_run_takes_the_early_pool_of_its_size_and_starts_no_other(
     def no_second_pool(*_: object, **__: object) -> None:
         raise AssertionError("a run with an early pool of its size started another")
 
-    monkeypatch.setattr(pool_workers, "ProcessPoolExecutor", no_second_pool)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_second_pool)
     pooled, alone = tmp_path / "pooled.jsonl", tmp_path / "alone.jsonl"
     run_assembly([str(SAMPLE)], str(pooled), RunOptions(workers=2, chunk_size=4))
     assert pool_workers._EARLY is None  # taken, and shut down by the run

@@ -1,0 +1,125 @@
+"""The buffer readers against ``pyarrow.compute``, the outside reference, on random arrays: nulls,
+slices, large types, and null lists that own children (which Arrow allows)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from assembler.stages.arrow import byte_total, list_children, numbers, present, series
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LIST_TYPES = [pa.list_(pa.int64()), pa.large_list(pa.int64())]
+STRING_TYPES = [pa.string(), pa.large_string(), pa.binary()]
+
+
+def sliced(array: pa.Array, data: st.DataObject) -> pa.Array:
+    start = data.draw(st.integers(0, len(array)))
+    return array.slice(start, data.draw(st.integers(0, len(array) - start)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.none() | st.lists(st.none() | st.integers(-(2**40), 2**40), max_size=5), max_size=12),
+    kind=st.sampled_from(LIST_TYPES),
+    data=st.data(),
+)
+def test_list_children_are_arrows_flatten_parents_and_lengths(
+    rows: list[list[int | None] | None], kind: pa.DataType, data: st.DataObject
+) -> None:
+    lists = sliced(pa.array(rows, type=kind), data)
+    children = list_children(lists)
+    assert children.values.equals(pc.list_flatten(lists))
+    assert children.rows.tolist() == pc.list_parent_indices(lists).to_pylist()
+    assert children.lengths.tolist() == pc.fill_null(pc.list_value_length(lists), 0).to_pylist()
+    assert children.firsts.tolist() == (np.cumsum(children.lengths) - children.lengths).tolist()
+    assert present(lists).tolist() == pc.is_valid(lists).to_pylist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 3), min_size=1, max_size=10),
+    nulls=st.data(),
+)
+def test_list_children_leave_out_what_a_null_list_owns(lengths: list[int], nulls: st.DataObject) -> None:
+    """Arrow lets a null list own a non-empty range of children; flatten leaves them out (and
+    ``list_parent_indices`` does not, so the rows are checked against the lists themselves)."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    mask = nulls.draw(st.lists(st.booleans(), min_size=len(lengths), max_size=len(lengths)))
+    lists = pa.ListArray.from_arrays(
+        pa.array(offsets), pa.array(np.arange(offsets[-1])), mask=pa.array(mask, type=pa.bool_())
+    )
+    children = list_children(lists)
+    assert children.values.equals(pc.list_flatten(lists))
+    rows = [i for i, row in enumerate(lists.to_pylist()) if row is not None for _ in row]
+    assert children.rows.tolist() == rows
+    assert children.lengths.tolist() == [0 if null else n for n, null in zip(lengths, mask, strict=True)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.none() | st.floats(allow_nan=False) | st.booleans(), max_size=12),
+    data=st.data(),
+)
+def test_numbers_and_presence_are_arrows(values: list[float | bool | None], data: st.DataObject) -> None:
+    kind = pa.bool_() if any(isinstance(value, bool) for value in values) else pa.float64()
+    typed = [None if value is None else (bool(value) if kind == pa.bool_() else float(value)) for value in values]
+    array = sliced(pa.array(typed, type=kind), data)
+    expected = [-1.0 if value is None else float(value) for value in array.to_pylist()]
+    assert numbers(array, -1.0).astype(float).tolist() == expected
+    assert present(array).tolist() == pc.is_valid(array).to_pylist()
+    assert numbers(pa.chunked_array([array, array], type=kind), -1.0).astype(float).tolist() == expected * 2
+
+
+def test_an_array_of_the_null_type_is_absent_throughout() -> None:
+    assert present(pa.nulls(3)).tolist() == [False, False, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(st.none() | st.text(max_size=6), max_size=10),
+    kind=st.sampled_from(STRING_TYPES),
+    data=st.data(),
+)
+def test_byte_total_is_the_sum_of_binary_lengths(
+    texts: list[str | None], kind: pa.DataType, data: st.DataObject
+) -> None:
+    values = [None if text is None else (text.encode() if kind == pa.binary() else text) for text in texts]
+    array = sliced(pa.array(values, type=kind), data)
+    expected = pc.sum(pc.binary_length(array)).as_py() or 0
+    assert byte_total(array) == expected
+    assert byte_total(pa.chunked_array([array, array], type=kind)) == 2 * expected
+
+
+def test_series_is_what_polars_makes_of_the_array() -> None:
+    import polars as pl
+
+    array = pa.array([{"a": 1, "b": "x"}, None, {"a": None, "b": "é"}])
+    assert series(array, "name").equals(pl.Series("name", array))
+    assert series(array, "name").name == "name"
+
+
+def test_an_assemble_run_does_not_import_pyarrow_compute() -> None:
+    """Guards the start-up: importing ``pyarrow.compute`` costs every command about 40 ms."""
+    script = (
+        "import sys\n"
+        "from assembler.cli import main\n"
+        "status = main(['assemble', sys.argv[1], '-o', sys.argv[2], '-q', '--workers', '1'])\n"
+        "print(status, 'pyarrow.compute' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT / "data/sample/lanes.jsonl"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    assert out.splitlines()[-1] == "0 False"
