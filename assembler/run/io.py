@@ -42,10 +42,10 @@ from assembler.contract.jsoninput import (  # the guarded JSON reader; re-export
 from assembler.contract.wire import ShapeError, non_finite_rule
 from assembler.errors import RecordError, UsageError, encodable, unexpected_rule
 from assembler.run.paths import PARQUET_SUFFIXES, shown
+from assembler.stages.lanes import drop_nulls, record_id
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
-from assembler.stages.lanes import drop_nulls, record_id
 
 __all__ = [
     "DEFAULT_MAX_RECORD_BYTES",

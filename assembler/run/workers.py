@@ -1,12 +1,13 @@
 """The started workers of a pool (``assemble --workers N``): how they start, claim chunks and end.
 
 Stdlib only, so that the command line can start them before it loads NumPy, Arrow and Polars
-(:func:`start_early`); ``multiprocessing`` and its process pool load only when a pool starts (about
-25 ms of CPU that a run in one process does not pay): each worker is a new interpreter that loads them too (about half a
+(:func:`start_early`): each worker is a new interpreter that loads them too (about half a
 second), and started at the same time as the command's own loading rather than after it, a
-worker is ready when the command reads its first chunk. :func:`assembler.run.pool.run_pooled`
-takes such a pool when it is the size it needs (:func:`take_early`), and else starts its own
-(:func:`start_pool`); the command line ends an early pool that no run took (:func:`end_early`).
+worker is ready when the command reads its first chunk. ``multiprocessing`` and its process pool
+load only when a pool starts (about 25 ms of CPU that a run in one process does not pay).
+:func:`assembler.run.pool.run_pooled` takes such a pool when it is the size it needs
+(:func:`take_early`), and else starts its own (:func:`start_pool`); the command line ends an early
+pool that no run took (:func:`end_early`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ The columnar reader and the run need only these few of ``pyarrow.compute``'s ker
 importing ``pyarrow.compute`` costs every command about 40 ms of CPU before any work (it builds a
 Python wrapper, with its documentation, for each of Arrow's several hundred functions): more than
 a five-record run's whole assembly. Reading the buffers answers the same, with no import and no
-copy but the NumPy views. (``pyarrow``'s own conversions to NumPy would import pandas, when it is
+Arrow arrays built. (``pyarrow``'s own conversions to NumPy would import pandas, when it is
 installed, on first use.)
 
 >>> import pyarrow.json as pj
