@@ -9,7 +9,8 @@ Arrow arrays built. (``pyarrow``'s own conversions to NumPy would import pandas,
 installed, on first use.)
 
 >>> import pyarrow.json as pj
->>> table = pj.read_json(pa.py_buffer(b'{"x": [1, 2], "s": "ab"}\\n{"x": null, "s": null}\\n{"x": [3], "s": "é"}'))
+>>> lines = '{"x": [1, 2], "s": "ab"}\\n{"x": null, "s": null}\\n{"x": [3], "s": "é"}'.encode()
+>>> table = pj.read_json(pa.py_buffer(lines))
 >>> present(table.column("x").chunk(0)).tolist()
 [True, False, True]
 >>> children = list_children(table.column("x").chunk(0))
