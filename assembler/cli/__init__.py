@@ -6,12 +6,12 @@ import os
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import NoReturn
 
 from assembler.cli.startup import load_libraries, prepare_process
 from assembler.cli.stopped import interrupted, stop_on_signals, stopped_by
-from assembler.run.environment import end_without_teardown, environment_defaults
+from assembler.run.environment import end_without_teardown, environment_defaults, frozen_once_loaded
 from assembler.run.workers import end_early, start_early
 
 __all__ = ["BLAS_THREADS", "DENSE_COMMANDS", "POLARS_THREADS", "asked_workers", "main", "no_rust_backtraces", "script"]
@@ -88,7 +88,7 @@ def no_rust_backtraces() -> Iterator[None]:
             os.environ["RUST_BACKTRACE"] = previous
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, own_process: bool = False) -> int:
     """Entry point of the ``assembler`` command; returns the exit status.
 
     The command named, and Polars, Arrow and NumPy behind it, load here rather than on ``import``:
@@ -100,7 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     :mod:`assembler.cli.startup` (closed standard streams, a bad ``POLARS_MAX_THREADS``, too few
     file descriptors or too little address space: one line, no traceback). Only the command named
     loads, and its parser alone is built (:mod:`assembler.cli.commands`); ``--help``,
-    ``--version`` and a word that is no command load no library.
+    ``--version`` and a word that is no command load no library. ``own_process``: the process is
+    the command's alone (the executable's), so what loading made is frozen out of the garbage
+    collector's way (:func:`~assembler.run.environment.frozen_once_loaded`).
     """
     failed = prepare_process()  # the standard streams, POLARS_MAX_THREADS, the limits (assembler/cli/startup.py)
     if failed is not None:
@@ -114,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = command_named(arguments)
             with environment_defaults(_thread_defaults(command_words(arguments))), _early_workers(command, arguments):
                 if command is not None:
-                    failed = load_libraries(COMMANDS[command].module)
+                    with frozen_once_loaded() if own_process else nullcontext():
+                        failed = load_libraries(COMMANDS[command].module)
                     if failed is not None:
                         return failed
                 return run(arguments)
@@ -128,7 +131,7 @@ def script() -> NoReturn:
     Once a command is done its files are committed and its output flushed: the process ends at
     once with the command's status (:func:`~assembler.run.environment.end_without_teardown`), or
     as usual while a thread that is no daemon still runs, waiting for it."""
-    status = main()
+    status = main(own_process=True)
     others = [thread for thread in threading.enumerate() if thread is not threading.main_thread()]
     if any(not thread.daemon and thread.is_alive() for thread in others):
         sys.exit(status)

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import NoReturn
 
-__all__ = ["end_without_teardown", "environment_defaults"]
+__all__ = ["end_without_teardown", "environment_defaults", "frozen_once_loaded"]
 
 
 @contextmanager
@@ -32,6 +33,35 @@ def environment_defaults(values: Mapping[str, str]) -> Iterator[None]:
     finally:
         for name in added:
             os.environ.pop(name, None)
+
+
+@contextmanager
+def frozen_once_loaded() -> Iterator[None]:
+    """Load modules with Python's cyclic garbage collector paused, then freeze what they made
+    (``gc.freeze``: moved where the collector never looks) and resume it. For a process that is
+    the command's own (the executable, a started worker), never a Python API caller's.
+
+    Loading NumPy, Arrow, Polars and the package makes a few hundred thousand objects that live as
+    long as the process: the collector walking them while they load, and again at every full
+    collection after, was about a sixth of a five-record run's CPU (docs/performance.md,
+    "Start-up"). The little garbage made while loading is kept.
+
+    >>> import gc
+    >>> with frozen_once_loaded():
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled(), gc.get_freeze_count() > 0
+    (True, True)
+    >>> gc.unfreeze()
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def end_without_teardown(status: int) -> NoReturn:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from assembler.run.environment import end_without_teardown, environment_defaults
+from assembler.run.environment import end_without_teardown, environment_defaults, frozen_once_loaded
 from assembler.run.signals import TERMINAL, held_signals
 
 if TYPE_CHECKING:
@@ -241,7 +241,8 @@ def _start_worker(claims: Claims) -> None:
     """Worker: keep the pool's claims, leave Ctrl-C and the terminal's other signals (a hang-up,
     Ctrl-\\) to the parent (which ends the pool: no traceback from each worker), exit if the
     parent dies without doing so (killed: the pool's queues would block forever), end without the
-    interpreter's teardown (:func:`_end_now`), and load what its tasks need."""
+    interpreter's teardown (:func:`_end_now`), and load what its tasks need (frozen out of the
+    garbage collector's way: :func:`~assembler.run.environment.frozen_once_loaded`)."""
     global _WORKER_CLAIMS
     _WORKER_CLAIMS = claims
     atexit.register(_end_now)
@@ -255,7 +256,8 @@ def _start_worker(claims: Claims) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="assembler-parent-watch", daemon=True).start()
-    importlib.import_module(WORKER_MODULE)
+    with frozen_once_loaded():
+        importlib.import_module(WORKER_MODULE)
 
 
 def _end_now() -> None:

@@ -698,7 +698,7 @@ def test_the_executable_delivers_every_byte_to_a_pipe_and_its_status(tmp_path: P
 def _script_with(command_body: str) -> subprocess.CompletedProcess[str]:
     """``assembler.cli.script()`` in a fresh interpreter, its ``main`` replaced by ``command_body``."""
     program = "import atexit, threading, time\nfrom pathlib import Path\nimport assembler.cli\n\n"
-    program += "def command():\n" + "".join(f"    {line}\n" for line in command_body.splitlines())
+    program += "def command(**_):\n" + "".join(f"    {line}\n" for line in command_body.splitlines())
     program += "\nassembler.cli.main = command\nassembler.cli.script()\n"
     return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import multiprocessing
 import subprocess
 import sys
@@ -81,6 +82,15 @@ def test_an_early_pool_of_another_size_is_not_taken_and_is_ended(no_early_pool_l
     assert pool_workers.take_early(1, pool_workers.claim_slots(1) + 1) is None  # more claims than it has
     pool_workers.end_early()
     assert pool_workers._EARLY is None and not multiprocessing.active_children()
+
+
+def test_a_started_worker_froze_what_it_loaded(no_early_pool_left: object) -> None:
+    pool = pool_workers.start_pool(1, pool_workers.claim_slots(1))
+    try:
+        assert pool.executor.submit(gc.get_freeze_count).result() > 0
+        assert pool.executor.submit(gc.isenabled).result()
+    finally:
+        pool_workers.shut_down(pool.executor)
 
 
 def test_one_process_asked_starts_no_early_pool(no_early_pool_left: object) -> None:
