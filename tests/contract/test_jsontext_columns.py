@@ -235,3 +235,29 @@ def test_non_finite_and_zero_follow_the_scalar_rule() -> None:
     values = np.array([math.nan, math.inf, -math.inf, 0.0, -0.0])
     assert format_f64_array(values).to_list() == ["null", "null", "null", "0.0", "-0.0"]
     assert format_f32_array(values.astype(np.float32)).to_list() == ["null", "null", "null", "0.0", "-0.0"]
+
+
+@pytest.mark.parametrize(
+    ("written", "instead"),
+    [
+        ("1e+16", "10000000000000000.0"),  # f64: where positional notation ends
+        ("1e-6", "0.000001"),  # f64: where it starts
+        ("1e+13", "10000000000000.0"),  # f32: where positional notation ends
+        ("0.000001", "1e-6"),  # f32: where it starts
+        ("e+300", "e300"),  # far from both, f64
+        ("e-45", "e-045"),  # f32's smallest subnormal
+        ("e+38", "e38"),  # f32's largest numbers
+        ("\u2028", "\\u2028"),  # a string escape
+    ],
+)
+def test_the_writer_probe_refuses_a_writer_that_differs_on_one_edge(
+    monkeypatch: pytest.MonkeyPatch, written: str, instead: str
+) -> None:
+    """The probe's few hundred values still catch a JSON writer that lays out one edge otherwise."""
+    from assembler.contract import jsontext
+
+    writer = jsontext.json_text
+    monkeypatch.setattr(jsontext, "json_text", lambda value: writer(value).str.replace(written, instead, literal=True))
+    assert not jsontext.writer_agrees.__wrapped__()
+    monkeypatch.setattr(jsontext, "json_text", writer)
+    assert jsontext.writer_agrees.__wrapped__()
