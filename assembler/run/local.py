@@ -33,14 +33,12 @@ from assembler.run.io import (
 )
 from assembler.run.options import DEFAULT_CHUNK_SIZE, OnError, OutputFormat, RunOptions
 from assembler.run.outputs import PackageSink, RunSummary, run_outputs
-from assembler.run.parts import FILE_COLUMN, Parts, Splitter
 from assembler.run.paths import output_format as choose_format
 from assembler.run.paths import refuse_same_files
-from assembler.run.pool import ChunkJob, default_workers, input_size, run_pooled
 from assembler.run.records import iter_records
 from assembler.run.schemas import LANE_DUMP_SCHEMA
 from assembler.run.signals import held_signals
-from assembler.run.workers import usable_cpus
+from assembler.run.workers import default_workers, input_size, usable_cpus
 from assembler.stages.lanes import LANE_NAMES, LaneRecord
 
 __all__ = ["convert", "run_assembly"]
@@ -62,7 +60,7 @@ def run_assembly(
     Budget keys that are no budget field and budgets clamped to the contract's ceilings are counted
     in the summary (:meth:`RunSummary.warnings`). ``progress`` is called with the number of
     packages of each chunk written. ``workers=None`` chooses from the input's size
-    (:func:`~assembler.run.pool.default_workers`: one process below two workers' worth of bytes, or
+    (:func:`~assembler.run.workers.default_workers`: one process below two workers' worth of bytes, or
     for standard input). With ``workers`` other than 1 the workers are spawned processes: a script
     using them needs the ``if __name__ == "__main__":`` guard.
     """
@@ -102,23 +100,26 @@ def run_assembly(
             if progress is not None:
                 progress(len(result.query_ids))
 
-        # With a pool, chunks of plain JSON Lines files are sent by where they lie and come back in
-        # part files beside the output's temporary (assembler/run/parts.py).
-        parts = Parts.beside(out) if workers > 1 else None
-        splitter = Splitter(paths) if parts is not None else None
         try:
-            tables = read_tables(
-                paths,
-                options.chunk_size,
-                options.chunk_bytes,
-                options.max_record_bytes,
-                opener=open_input if splitter is None else splitter.open,
-                file_column=None if splitter is None else FILE_COLUMN,
-            )
             if workers == 1:
-                for table in tables:
+                for table in read_tables(paths, options.chunk_size, options.chunk_bytes, options.max_record_bytes):
                     assemble_here(table)
-            else:
+            else:  # the pool's modules load for a pool only
+                from assembler.run.parts import FILE_COLUMN, Parts, Splitter
+                from assembler.run.pool import ChunkJob, run_pooled
+
+                # Chunks of plain JSON Lines files are sent by where they lie and come back in part
+                # files beside the output's temporary (assembler/run/parts.py).
+                parts = Parts.beside(out)
+                splitter = Splitter(paths) if parts is not None else None
+                tables = read_tables(
+                    paths,
+                    options.chunk_size,
+                    options.chunk_bytes,
+                    options.max_record_bytes,
+                    opener=open_input if splitter is None else splitter.open,
+                    file_column=None if splitter is None else FILE_COLUMN,
+                )
                 run_pooled(
                     tables,
                     workers=workers,

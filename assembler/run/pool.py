@@ -49,9 +49,8 @@ here when it is the size the run needs.
 
 from __future__ import annotations
 
-import os
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor, Future
 from dataclasses import dataclass, replace
 
@@ -97,15 +96,12 @@ from assembler.selection import SelectionPolicy, get_policy, policies
 from assembler.stages.lanes import DUPLICATE_RULE
 
 __all__ = [
-    "BYTES_PER_WORKER",
     "ChunkJob",
     "ChunkResult",
     "StoredChunk",
     "assemble_chunk",
     "assemble_sent_chunk",
     "assemble_stored_chunk",
-    "default_workers",
-    "input_size",
     "run_pooled",
 ]
 
@@ -113,38 +109,6 @@ RUN_AHEAD_CHUNKS = 64
 """The most chunks the command holds in order behind the oldest unwritten one. Those it assembles
 itself from spans wait in part files (a chunk's packages on disk, a few MB), not in memory: so it
 goes on assembling while a worker starts (about half a second) or is held up, rather than waiting."""
-BYTES_PER_WORKER = 80 * 2**20
-"""Input bytes each worker process needs before a pool pays for its start-up (about a second per
-worker): a pool of two starts at 160 MiB (about 9,600 typical queries). Measured with ``python -m
-benchmarks.workers_threshold`` (docs/performance.md, "Workers by input size"): two workers first
-beat one between 2,000 and 5,000 typical queries (33 to 83 MiB), and only in the best rounds of a
-loaded machine, so the threshold is twice that crossover."""
-
-
-def input_size(paths: Sequence[str]) -> int | None:
-    """The summed size in bytes of the input files; ``None`` when unknown (standard input, or a
-    file that cannot be examined: reading it reports that)."""
-    total = 0
-    for path in paths:
-        if path == "-":
-            return None
-        try:
-            total += os.path.getsize(path)
-        except OSError:
-            return None
-    return total
-
-
-def default_workers(size: int | None, cpus: int, per_worker: int = BYTES_PER_WORKER) -> int:
-    """Processes for a run that did not choose: one per ``per_worker`` bytes of input, at most
-    ``cpus``, at least one; one when the size is unknown.
-
-    >>> default_workers(None, 8), default_workers(10, 8, per_worker=4), default_workers(10**9, 8, per_worker=4)
-    (1, 2, 8)
-    """
-    if size is None:
-        return 1
-    return max(1, min(cpus, size // per_worker))
 
 
 @dataclass(frozen=True)

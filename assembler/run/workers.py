@@ -1,4 +1,5 @@
-"""The started workers of a pool (``assemble --workers N``): how they start, claim chunks and end.
+"""The started workers of a pool (``assemble --workers N``): how many a run takes, how they start,
+claim chunks and end.
 
 Stdlib only, so that the command line can start them before it loads NumPy, Arrow and Polars
 (:func:`start_early`): each worker is a new interpreter that loads them too (about half a
@@ -18,7 +19,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,12 +31,15 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
+    "BYTES_PER_WORKER",
     "IN_FLIGHT_PER_WORKER",
     "Claims",
     "StartedPool",
     "capped_workers",
     "claim_slots",
+    "default_workers",
     "end_early",
+    "input_size",
     "shut_down",
     "start_early",
     "start_pool",
@@ -57,6 +61,40 @@ the worker's share of the CPUs unless already set, so that N workers on N CPUs d
 threads each."""
 WORKER_MODULE = "assembler.run.pool"
 """What a worker loads as it starts (its tasks' module, and the libraries behind it)."""
+
+
+BYTES_PER_WORKER = 80 * 2**20
+"""Input bytes each worker process needs before a pool pays for its start-up (about a second per
+worker): a pool of two starts at 160 MiB (about 9,600 typical queries). Measured with ``python -m
+benchmarks.workers_threshold`` (docs/performance.md, "Workers by input size"): two workers first
+beat one between 2,000 and 5,000 typical queries (33 to 83 MiB), and only in the best rounds of a
+loaded machine, so the threshold is twice that crossover."""
+
+
+def input_size(paths: Sequence[str]) -> int | None:
+    """The summed size in bytes of the input files; ``None`` when unknown (standard input, or a
+    file that cannot be examined: reading it reports that)."""
+    total = 0
+    for path in paths:
+        if path == "-":
+            return None
+        try:
+            total += os.path.getsize(path)
+        except OSError:
+            return None
+    return total
+
+
+def default_workers(size: int | None, cpus: int, per_worker: int = BYTES_PER_WORKER) -> int:
+    """Processes for a run that did not choose: one per ``per_worker`` bytes of input, at most
+    ``cpus``, at least one; one when the size is unknown.
+
+    >>> default_workers(None, 8), default_workers(10, 8, per_worker=4), default_workers(10**9, 8, per_worker=4)
+    (1, 2, 8)
+    """
+    if size is None:
+        return 1
+    return max(1, min(cpus, size // per_worker))
 
 
 def usable_cpus() -> int:

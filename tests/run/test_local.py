@@ -338,6 +338,29 @@ def test_a_run_does_not_import_pandas(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", script], check=True, cwd=tmp_path)
 
 
+def test_a_run_in_one_process_does_not_load_the_pools_modules(tmp_path: Path) -> None:
+    """Guards the start-up: the pool's modules, its part files and ``multiprocessing`` load only for a
+    pool; a run with ``workers=2`` loads them."""
+    pooled = ("assembler.run.pool", "assembler.run.parts", "multiprocessing")
+    script = (
+        "import sys\n"
+        "from assembler.run.local import run_assembly\n"
+        "from assembler.run.options import RunOptions\n"
+        "options = RunOptions(workers=int(sys.argv[1]), chunk_size=8)\n"
+        f"run_assembly({str(SAMPLE)!r}, {str(tmp_path / 'a.jsonl')!r}, options)\n"
+        f"print([name for name in {pooled!r} if name in sys.modules])\n"
+    )
+
+    def loaded(workers: int) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(workers)], check=True, cwd=tmp_path, capture_output=True
+        )
+        return done.stdout.decode().strip()
+
+    assert loaded(1) == "[]"
+    assert loaded(2) == str(list(pooled))
+
+
 # --- what a run does that its packages do not say: counted in the summary ----------------------------
 
 

@@ -22,8 +22,6 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import assembler.run.local as local
 import assembler.run.pool as pool
@@ -270,54 +268,6 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize(
-    ("size", "cpus", "expected"),
-    [
-        (None, 8, 1),  # unknown size (standard input): one process
-        (0, 8, 1),  # an empty input
-        (99, 8, 1),  # less than one worker's worth
-        (100, 8, 1),  # exactly one worker's worth: a pool of one is no pool
-        (199, 8, 1),  # just short of two workers' worth
-        (200, 8, 2),  # two workers' worth: the tie goes to the pool
-        (799, 8, 7),
-        (800, 8, 8),
-        (10**12, 8, 8),  # never more than the CPUs
-        (10**12, 1, 1),  # one CPU: one process, whatever the size
-        (10**12, 0, 1),  # a CPU count of 0 cannot make zero processes
-    ],
-)
-def test_default_workers_is_one_per_worker_share_of_bytes_within_one_and_the_cpus(
-    size: int | None, cpus: int, expected: int
-) -> None:
-    assert pool.default_workers(size, cpus, per_worker=100) == expected
-
-
-@given(
-    st.none() | st.integers(min_value=0, max_value=10**13),
-    st.integers(min_value=0, max_value=10**13),
-    st.integers(min_value=0, max_value=512),
-    st.integers(min_value=1, max_value=10**9),
-)
-@settings(max_examples=200)
-def test_default_workers_stays_within_bounds_and_grows_with_the_input(
-    size: int | None, more: int, cpus: int, per_worker: int
-) -> None:
-    workers = pool.default_workers(size, cpus, per_worker=per_worker)
-    assert 1 <= workers <= max(1, cpus)
-    if size is not None:
-        assert pool.default_workers(size + more, cpus, per_worker=per_worker) >= workers
-
-
-def test_input_size_sums_the_files_and_is_unknown_for_standard_input(tmp_path: Path) -> None:
-    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    a.write_bytes(b"x" * 10)
-    b.write_bytes(b"y" * 32)
-    assert pool.input_size([str(a), str(b)]) == 42
-    assert pool.input_size([]) == 0
-    assert pool.input_size([str(a), "-"]) is None
-    assert pool.input_size([str(a), str(tmp_path / "missing.jsonl")]) is None  # reading it reports the error
-
-
 def test_the_default_runs_a_small_input_in_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many chunks, but far fewer bytes than two workers' worth: no pool, the bytes of ``workers=1``."""
 
@@ -325,11 +275,11 @@ def test_the_default_runs_a_small_input_in_one_process(tmp_path: Path, monkeypat
         raise AssertionError("the default started a pool for a small input")
 
     inputs = [str(CONFORMANCE), str(SAMPLE)]
-    size = pool.input_size(inputs)
-    assert size is not None and size < 2 * pool.BYTES_PER_WORKER
+    size = pool_workers.input_size(inputs)
+    assert size is not None and size < 2 * pool_workers.BYTES_PER_WORKER
     one = tmp_path / "one.jsonl"
     run_assembly(inputs, str(one), RunOptions(workers=1, chunk_size=4))
-    monkeypatch.setattr(local, "run_pooled", no_pool)
+    monkeypatch.setattr(pool, "run_pooled", no_pool)
     monkeypatch.setattr(local, "usable_cpus", lambda: 64)
     default = tmp_path / "default.jsonl"
     summary = run_assembly(inputs, str(default), RunOptions(workers=None, chunk_size=4))
@@ -341,7 +291,7 @@ def test_the_default_starts_a_pool_sized_by_the_input(tmp_path: Path, monkeypatc
     """Above the threshold the default hands the chunks to the pool, with the rule's worker count
     (the pool itself is replaced by a stand-in that assembles in this process)."""
     inputs = [str(CONFORMANCE), str(SAMPLE)]
-    size = pool.input_size(inputs)
+    size = pool_workers.input_size(inputs)
     assert size is not None
     asked: list[int] = []
 
@@ -350,9 +300,9 @@ def test_the_default_starts_a_pool_sized_by_the_input(tmp_path: Path, monkeypatc
         for table in tables:
             in_process(table)
 
-    monkeypatch.setattr(local, "run_pooled", stand_in)
+    monkeypatch.setattr(pool, "run_pooled", stand_in)
     monkeypatch.setattr(local, "usable_cpus", lambda: 64)
-    monkeypatch.setattr(local, "default_workers", lambda s, c: pool.default_workers(s, c, per_worker=size // 3))
+    monkeypatch.setattr(local, "default_workers", lambda s, c: pool_workers.default_workers(s, c, per_worker=size // 3))
     out = tmp_path / "out.jsonl"
     run_assembly(inputs, str(out), RunOptions(workers=None, chunk_size=4))
     assert asked == [3]

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import assembler.run.workers as pool_workers
 from assembler.run.local import run_assembly
@@ -121,3 +123,51 @@ def test_a_command_with_workers_that_fails_early_leaves_no_worker(tmp_path: Path
     one_chunk = [sys.executable, "-c", program, "assemble", str(SAMPLE), "-o", str(out), "-q", "--workers=2"]
     done = subprocess.run(one_chunk, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (0, "") and len(out.read_text().splitlines()) == 30
+
+
+@pytest.mark.parametrize(
+    ("size", "cpus", "expected"),
+    [
+        (None, 8, 1),  # unknown size (standard input): one process
+        (0, 8, 1),  # an empty input
+        (99, 8, 1),  # less than one worker's worth
+        (100, 8, 1),  # exactly one worker's worth: a pool of one is no pool
+        (199, 8, 1),  # just short of two workers' worth
+        (200, 8, 2),  # two workers' worth: the tie goes to the pool
+        (799, 8, 7),
+        (800, 8, 8),
+        (10**12, 8, 8),  # never more than the CPUs
+        (10**12, 1, 1),  # one CPU: one process, whatever the size
+        (10**12, 0, 1),  # a CPU count of 0 cannot make zero processes
+    ],
+)
+def test_default_workers_is_one_per_worker_share_of_bytes_within_one_and_the_cpus(
+    size: int | None, cpus: int, expected: int
+) -> None:
+    assert pool_workers.default_workers(size, cpus, per_worker=100) == expected
+
+
+@given(
+    st.none() | st.integers(min_value=0, max_value=10**13),
+    st.integers(min_value=0, max_value=10**13),
+    st.integers(min_value=0, max_value=512),
+    st.integers(min_value=1, max_value=10**9),
+)
+@settings(max_examples=200)
+def test_default_workers_stays_within_bounds_and_grows_with_the_input(
+    size: int | None, more: int, cpus: int, per_worker: int
+) -> None:
+    workers = pool_workers.default_workers(size, cpus, per_worker=per_worker)
+    assert 1 <= workers <= max(1, cpus)
+    if size is not None:
+        assert pool_workers.default_workers(size + more, cpus, per_worker=per_worker) >= workers
+
+
+def test_input_size_sums_the_files_and_is_unknown_for_standard_input(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_bytes(b"x" * 10)
+    b.write_bytes(b"y" * 32)
+    assert pool_workers.input_size([str(a), str(b)]) == 42
+    assert pool_workers.input_size([]) == 0
+    assert pool_workers.input_size([str(a), "-"]) is None
+    assert pool_workers.input_size([str(a), str(tmp_path / "missing.jsonl")]) is None  # reading it reports the error
