@@ -43,7 +43,7 @@ def frozen_once_loaded() -> Iterator[None]:
 
     Loading NumPy, Arrow, Polars and the package makes a few hundred thousand objects that live as
     long as the process: the collector walking them while they load, and again at every full
-    collection after, was about a sixth of a five-record run's CPU (docs/performance.md,
+    collection after, was about 30 ms of a five-record run's 0.36 s of CPU (docs/performance.md,
     "Start-up"). The little garbage made while loading is kept.
 
     >>> import gc
