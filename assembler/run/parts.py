@@ -16,7 +16,7 @@ in input order, into the output.
   reads those bytes with the one-process reader (:func:`assembler.run.batch.range_table`), so
   its table holds the command's rows: the same bytes, lines and names. Standard input,
   gzip and zstd inputs, Parquet inputs and records refused while reading have no spans: their
-  chunks go through the pipes as before.
+  chunks go to the worker through the pipes, and what it assembled comes back in part files.
 * **Part files** are temporary files beside the output's own (:class:`Parts`, named by
   :meth:`~assembler.run.atomic.AtomicFile.temporary_beside`: host-tagged, the command's pid), so
   that a run killed outright leaves nothing that the next run writing that output does not remove

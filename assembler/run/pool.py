@@ -16,8 +16,9 @@ What goes through the pool's pipes is small when it can be: a chunk of plain JSO
 as the command reads), and the worker reads it from the files itself and writes what it assembled
 to part files beside the output's temporary, which the command reads back in its turn
 (:func:`assemble_stored_chunk`, :mod:`assembler.run.parts`). Other chunks (standard input, gzip
-and zstd, Parquet, records over the size limit), and every chunk of a run whose output streams,
-go through the pipes whole, and so do their packages. Such a chunk that the command assembles
+and zstd, Parquet, records over the size limit) go through the pipes whole, and their packages
+come back in part files too; every chunk of a run whose output streams (no temporary) goes and
+comes back through the pipes. Such a chunk that the command assembles
 itself behind unwritten ones waits in part files too, its table let go (read again from its spans
 if a repeated id or a bad record needs it): so the command does not wait for a worker that is
 starting or held up, up to ``RUN_AHEAD_CHUNKS`` chunks ahead, with memory still bounded by the
@@ -227,12 +228,16 @@ def _load(stored: StoredChunk, parts: Parts) -> ChunkResult:
     return replace(result, lines=lines, packages=packages, rejected=rejected)
 
 
-def assemble_sent_chunk(slot: int, table: pa.Table, job: ChunkJob) -> ChunkResult | None:
-    """A started worker's task: :func:`assemble_chunk`, unless the command took the chunk back
+def assemble_sent_chunk(
+    slot: int, table: pa.Table, job: ChunkJob, names: PartNames | None = None
+) -> ChunkResult | StoredChunk | None:
+    """A started worker's task for a chunk sent whole: :func:`assemble_chunk`, written to the parts
+    ``names`` when given (an output with a temporary); unless the command took the chunk back
     (``None`` then, which the command never reads: it assembled the chunk itself)."""
     if not worker_claims().claim(slot, Claims.STARTED):
         return None
-    return assemble_chunk(table, job)
+    result = assemble_chunk(table, job)
+    return result if result is None or names is None else _store(result, names)
 
 
 def assemble_stored_chunk(slot: int, spans: tuple[Span, ...], job: ChunkJob, names: PartNames) -> StoredChunk | None:
@@ -392,8 +397,10 @@ def run_pooled(
         spans = spans_of(table)
         slot = claims.send()
         future: Future[ChunkResult | StoredChunk | None]
-        if spans is None or parts is None:
+        if parts is None:
             future = executor.submit(assemble_sent_chunk, slot, table, job)
+        elif spans is None:  # sent whole, back in part files
+            future = executor.submit(assemble_sent_chunk, slot, table, job, parts.new())
         else:
             future = executor.submit(assemble_stored_chunk, slot, spans, job, parts.new())
         pending.append(_Pending(table, spans, slot, future))

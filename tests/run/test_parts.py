@@ -31,7 +31,7 @@ from assembler.cli import main
 from assembler.errors import InputError, OutputError, UsageError
 from assembler.run.atomic import AtomicFile, host_tag, temp_pattern
 from assembler.run.batch import JSON_LINE, SOURCE_FILE, SOURCE_LINE, read_tables
-from assembler.run.local import run_assembly
+from assembler.run.local import convert, run_assembly
 from assembler.run.options import RunOptions
 from assembler.run.parts import FILE_COLUMN, Parts, Splitter, read_spans, write_bytes
 from assembler.selection import Selection, SelectionInputs
@@ -88,7 +88,7 @@ def test_every_chunk_read_back_from_where_it_lies_is_the_chunk(
 def test_standard_input_compressed_and_parquet_inputs_have_no_spans(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Their chunks go through the pipes as before."""
+    """Their chunks go to the workers through the pipes."""
     plain = tmp_path / "plain.jsonl"
     plain.write_bytes(b'{"a":1}\n' * 3)
     packed = tmp_path / "packed.jsonl.gz"
@@ -284,6 +284,22 @@ def test_workers_writing_parts_give_the_bytes_errors_and_counts_of_one_process(
         for count in (1, *workers)
         for kind in ("", "e")
     )
+
+
+def test_chunks_sent_whole_come_back_in_part_files(
+    tmp_path: Path, make_record: RecordFactory, write_jsonl: JsonlWriter, stored: list[int]
+) -> None:
+    """A Parquet input has no spans: its chunks go to the workers through the pipes, and what they
+    assembled comes back in part files, the bytes of one process."""
+    source = tmp_path / "in.parquet"
+    convert([str(write_jsonl("in.jsonl", [make_record(f"q{index}") for index in range(12)]))], str(source))
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    one = run_with([source], out_dir / "w1.jsonl", 1, chunk_size=3)
+    stored.clear()
+    assert run_with([source], out_dir / "w2.jsonl", 2, chunk_size=3) == one
+    assert stored, "no chunk came back in part files"
+    assert sorted(os.listdir(out_dir)) == ["w1.errors.jsonl", "w1.jsonl", "w2.errors.jsonl", "w2.jsonl"]
 
 
 _HELD_UP: list[bool] = []  # in a started worker: whether it was held up already
