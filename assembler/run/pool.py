@@ -18,11 +18,10 @@ to part files beside the output's temporary, which the command reads back in its
 (:func:`assemble_stored_chunk`, :mod:`assembler.run.parts`). Other chunks (standard input, gzip
 and zstd, Parquet, records over the size limit) go through the pipes whole, and their packages
 come back in part files too; every chunk of a run whose output streams (no temporary) goes and
-comes back through the pipes. Such a chunk that the command assembles
-itself behind unwritten ones waits in part files too, its table let go (read again from its spans
-if a repeated id or a bad record needs it): so the command does not wait for a worker that is
-starting or held up, up to ``RUN_AHEAD_CHUNKS`` chunks ahead, with memory still bounded by the
-chunks held in memory.
+comes back through the pipes. A chunk of spans that the command assembles itself behind unwritten
+ones waits in part files too, its table let go (read again from its spans if a repeated id or a
+bad record needs it): so the command does not wait for a worker that is starting or held up, up
+to ``RUN_AHEAD_CHUNKS`` chunks ahead, with memory still bounded by the chunks held in memory.
 
 A chunk is assembled by :func:`assemble_chunk` wherever it runs: :func:`assembler.run.batch.assemble_table`
 with no ``seen`` set (duplicates within the chunk only), giving a :class:`ChunkResult`: the package
