@@ -141,6 +141,9 @@ def _offsets(values: pa.Array) -> np.ndarray:
 
 
 def _bits(buffer: pa.Buffer, offset: int, n: int) -> np.ndarray:
-    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans."""
-    bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8), bitorder="little")
-    return bits[offset : offset + n].astype(bool)
+    """``n`` bits of an Arrow bitmap from bit ``offset``, as booleans (only the bytes that hold
+    them are unpacked: a slice of a long array reads its own part of the bitmap)."""
+    first = offset // 8
+    count = (offset + n + 7) // 8 - first
+    bits = np.unpackbits(np.frombuffer(buffer, dtype=np.uint8, count=count, offset=first), bitorder="little")
+    return bits[offset - 8 * first : offset - 8 * first + n].astype(bool)
