@@ -108,8 +108,8 @@ def run_assembly(
                 from assembler.run.parts import FILE_COLUMN, Parts, Splitter
                 from assembler.run.pool import ChunkJob, run_pooled
 
-                # Chunks of plain JSON Lines files are sent by where they lie and come back in part
-                # files beside the output's temporary (assembler/run/parts.py).
+                # Chunks of plain JSON Lines files are sent by where they lie, the others whole;
+                # both come back in part files beside the output's temporary (assembler/run/parts.py).
                 parts = Parts.beside(out)
                 splitter = Splitter(paths) if parts is not None else None
                 tables = read_tables(

@@ -61,8 +61,6 @@ the worker's share of the CPUs unless already set, so that N workers on N CPUs d
 threads each."""
 WORKER_MODULE = "assembler.run.pool"
 """What a worker loads as it starts (its tasks' module, and the libraries behind it)."""
-
-
 BYTES_PER_WORKER = 80 * 2**20
 """Input bytes each worker process needs before a pool pays for its start-up (about a second per
 worker): a pool of two starts at 160 MiB (about 9,600 typical queries). Measured with ``python -m
