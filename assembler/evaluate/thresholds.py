@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from assembler.contract.jsoninput import read_json
-from assembler.contract.wire import ShapeError
+from assembler.contract.wire import OUT_OF_RANGE_RULE, ShapeError
 from assembler.errors import shown, shown_path
 from assembler.evaluate.artifact import case_value, scalar
 from assembler.evaluate.catalog import CASE_SCOPED, DEFINITIONS, METRICS
@@ -109,9 +109,15 @@ def _bound(raw: Any, where: str, problems: list[str]) -> Bound | None:
             problems.append(f"{where}: {key} must be a number, got {_kind(value)}")
             limits[key] = None
         else:
-            limits[key] = float(value)
-            if not math.isfinite(value):
-                problems.append(f"{where}: {key} {_num(float(value))} must be finite")
+            try:
+                number = float(value)
+            except OverflowError:  # an integer past a float's range
+                problems.append(f"{where}: {key}: {OUT_OF_RANGE_RULE}")
+                limits[key] = None
+                continue
+            limits[key] = number
+            if not math.isfinite(number):
+                problems.append(f"{where}: {key} {_num(number)} must be finite")
     low, high = limits["min"], limits["max"]
     if len(problems) == before:
         if low is None and high is None:

@@ -107,6 +107,12 @@ def test_each_rule_and_its_message(tmp_path: Path, value: dict[str, Any], messag
     assert problems(tmp_path, {"taguru_evaluate_thresholds": 1, **value}).startswith(message)
 
 
+def test_a_bound_too_large_for_a_float_is_a_problem_not_an_overflow_error(tmp_path: Path) -> None:
+    """Found by the loader fuzz test: an integer bound of 400 digits raised OverflowError."""
+    value = {"taguru_evaluate_thresholds": 1, "aggregate": {"recall.ndcg": {"max": 10**400}}}
+    assert problems(tmp_path, value) == "aggregate: 'recall.ndcg': max: number out of range (beyond what an f64 holds)"
+
+
 def test_every_problem_in_a_file_is_reported_together(tmp_path: Path) -> None:
     found = problems(
         tmp_path,
