@@ -107,7 +107,11 @@ def _score(value: Any, where: str) -> float | None:
         return None
     if isinstance(value, bool) or (not isinstance(value, (int, float)) and not hasattr(value, "__float__")):
         raise _problem(where, f"score must be a number, got {type(value).__name__}")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past a float's range
+        rule = "score must be a finite number that fits an f32, got an integer past a float's range"
+        raise _problem(where, rule) from None
     if not math.isfinite(number) or not math.isfinite(to_f32(number)):
         raise _problem(where, f"score must be a finite number that fits an f32, got {number!r}")
     return number

@@ -104,6 +104,10 @@ def test_locate_maps_hits_to_sources_and_paragraphs() -> None:
         ({"vector": [("a", 3, 1.0)]}, "lanes['vector'][0]: text must be a string, got int"),
         ({"bm25": [("a", "x", float("nan"))]}, "score must be a finite number that fits an f32, got nan"),
         ({"bm25": [("a", "x", 1e39)]}, "score must be a finite number that fits an f32, got 1e+39"),
+        (  # an integer past a float's range: an OverflowError before
+            {"bm25": [("a", "x", 10**400)]},
+            "score must be a finite number that fits an f32, got an integer past a float's range",
+        ),
         ({"bm25": [("a", "x", "high")]}, "score must be a number, got str"),
         ({"bm25": [("a", "x", 1.0), ("a", "x", 0.5)]}, "lanes['bm25'][1]: (a, 0) is already at rank 1 of this lane"),
         ({"bm25": [("a", "x", 1.0)], "vector": [("a", "y", 0.5)]}, "(a, 0) has another text in another lane"),
