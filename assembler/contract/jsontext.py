@@ -37,6 +37,8 @@ import numpy.typing as npt
 import polars as pl
 import pyarrow as pa
 
+from assembler.contract.arrow import numpy_series, sorted_unique
+
 __all__ = [
     "escape_string",
     "format_f32",
@@ -302,12 +304,12 @@ def writer_agrees() -> bool:
     f64 = np.concatenate([f64, -f64, [0.0, -0.0]])
     f32_extremes = np.array([1e-45, 1.1754944e-38, 3.4028235e38], dtype=np.float32)  # subnormal, normal, largest
     with np.errstate(over="ignore"):
-        f32 = np.unique(np.concatenate([f64.astype(np.float32), f32_extremes, -f32_extremes]))
+        f32 = sorted_unique(np.concatenate([f64.astype(np.float32), f32_extremes, -f32_extremes]))
     f32 = f32[np.isfinite(f32)]
     texts = [chr(code) for code in range(0x80)] + ['a"b\\c', "\u2028\u00e9\U0001f600", ""]
     probes = (
-        (pl.Series(f64, dtype=pl.Float64), [format_f64(float(value)) for value in f64]),
-        (pl.Series(f32, dtype=pl.Float32), [format_f32(float(value)) for value in f32]),
+        (numpy_series(f64), [format_f64(float(value)) for value in f64]),
+        (numpy_series(f32), [format_f32(float(value)) for value in f32]),
         (pl.Series(texts, dtype=pl.String), [escape_string(text) for text in texts]),
     )
     return all(pl.select(json_text(pl.lit(values))).to_series().to_list() == expected for values, expected in probes)
@@ -337,7 +339,7 @@ def quarters_of(texts: pl.Series) -> pl.Series:
     if not len(used) or used.max() < 0x80:
         return chars
     leads = np.flatnonzero(used >= 0xC0) + first
-    return chars + pl.Series(3 * np.diff(np.searchsorted(leads, offsets)))
+    return chars + numpy_series(3 * np.diff(np.searchsorted(leads, offsets)))
 
 
 def utf8_buffer(texts: pl.Series) -> bytes:

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from assembler.contract.arrow import sorted_unique
+
 __all__ = ["is_blank", "normalize_entries", "normalize_entry", "trim"]
 
 # Unicode White_Space (what Rust's char::is_whitespace and str::trim use); Python's str.strip
@@ -176,7 +178,7 @@ def normalize_entries(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt
         return points, lengths
     unseen = points == _UNSEEN_READ
     if unseen.any():
-        _fill(np.unique(raw[unseen]))
+        _fill(sorted_unique(raw[unseen]))
         points = _POINT_TABLE.take(raw)
         points -= 1
     whole = np.flatnonzero(points == _ONE_TEXT_READ)

@@ -36,6 +36,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from assembler.contract.arrow import byte_total, numbers
 from assembler.contract.request import clamped_fields, ignored_budget_keys
 from assembler.errors import InputError, RecordError, UsageError, encodable
 from assembler.errors import shown as shown_key
@@ -64,7 +65,6 @@ from assembler.run.paths import shown
 from assembler.run.records import iter_records
 from assembler.run.schemas import PACKAGE_SCHEMA
 from assembler.selection import CONTRACT, SelectionPolicy
-from assembler.stages.arrow import byte_total, numbers
 from assembler.stages.lanes import LaneBatch, LaneRecord, QueryRecord, build_batch, concat_batches, repeated_query_id
 from assembler.stages.lanes_columnar import ColumnarLanes, read_lane_lines, read_lane_rows
 

@@ -40,12 +40,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from assembler.contract.arrow import byte_total
 from assembler.errors import OutputError, UsageError
 from assembler.run.atomic import AtomicFile
 from assembler.run.batch import JSON_LINE, SOURCE_FILE, SOURCE_LINE, range_table
 from assembler.run.io import InputStream, is_parquet, open_input
 from assembler.run.paths import shown
-from assembler.stages.arrow import byte_total
 
 __all__ = [
     "FILE_COLUMN",

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from assembler.contract import wire
+from assembler.contract.arrow import list_children, numbers, numpy_series, present, series
 from assembler.contract.jsontext import json_text, writer_agrees
 from assembler.contract.request import (
     MAX_INPUT_ITEMS,
@@ -37,7 +38,6 @@ from assembler.contract.request import (
     resolve_limits,
 )
 from assembler.stages import collect
-from assembler.stages.arrow import list_children, numbers, present, series
 from assembler.stages.lanes import (
     CANDIDATE_SCHEMA,
     CITATION_SCHEMA,
@@ -423,7 +423,9 @@ def _entries(lists: pa.Array, kind: wire.Kind, limits: np.ndarray | None = None)
     flat, parents, _, firsts = list_children(lists)
     ranks = np.arange(len(flat), dtype=np.int64) - firsts[parents] + 1
     cuts = np.zeros(len(lists), dtype=np.int64)
-    entries = pl.DataFrame({"q": parents, "lane_rank": ranks, "entry": series(flat).cast(polars_type(kind))})
+    entries = pl.DataFrame(
+        [numpy_series(parents, "q"), numpy_series(ranks, "lane_rank"), series(flat, "entry").cast(polars_type(kind))]
+    )
     if limits is not None:
         over = ranks > limits[parents]
         if over.any():

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from assembler.contract.arrow import numpy_series, sorted_unique
 from assembler.contract.text import normalize_entries, normalize_entry
 from assembler.stages import collect
 
@@ -725,7 +726,9 @@ def _batched_small_pools(
     ends = np.cumsum(lengths)
     passage_ends = np.cumsum(pool_lengths)
     pair_ends = np.cumsum(pair_counts)
-    chunk_ends = np.unique(np.searchsorted(passage_ends, np.arange(_CHUNK_PASSAGES, passage_ends[-1], _CHUNK_PASSAGES)))
+    chunk_ends = sorted_unique(
+        np.searchsorted(passage_ends, np.arange(_CHUNK_PASSAGES, passage_ends[-1], _CHUNK_PASSAGES))
+    )
     chunks = [(lo, hi) for lo, hi in itertools.pairwise([0, *(chunk_ends + 1).tolist(), n_pools]) if lo < hi]
     while chunks:
         lo, hi = chunks.pop()
@@ -883,7 +886,7 @@ def suppress(fused: pl.DataFrame, rule: PositionRule = duplicate_positions) -> p
         .sort("q", "fused_rank")
     )
     rows = rule(passages["q"].cast(pl.Int64).to_numpy(), passages["text"].to_list())
-    target = pl.Series("target", rows).replace(-1, None)
+    target = numpy_series(np.asarray(rows, dtype=np.int64), "target").replace(-1, None)
     verdicts = passages.lazy().select(
         "q",
         "fused_rank",

@@ -15,6 +15,7 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
+from assembler.contract.arrow import numpy_series
 from assembler.contract.jsontext import escape_string, quarters_of, utf8_bytes_expr
 from assembler.stages import collect
 from assembler.stages.groups import CONTRADICTS_KEY
@@ -173,7 +174,7 @@ def cited_entries(citations: pl.DataFrame, citation_ids: Sequence[Sequence[int]]
     return (
         citations.lazy()
         .select(pl.col("source", "paragraph", "entry_json").gather(rows))
-        .with_columns(q=pl.Series(owners, dtype=pl.UInt32))
+        .with_columns(q=numpy_series(owners))
         .sort("q", "source", "paragraph", maintain_order=True)
         .select("q", "entry_json")
     )

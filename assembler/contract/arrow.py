@@ -6,7 +6,8 @@ importing ``pyarrow.compute`` costs every command about 40 ms of CPU before any 
 Python wrapper, with its documentation, for each of Arrow's several hundred functions): more than
 a five-record run's whole assembly. Reading the buffers answers the same, with no import and no
 Arrow arrays built. (``pyarrow``'s own conversions to NumPy would import pandas, when it is
-installed, on first use.)
+installed, on first use.) The way back, NumPy arrays into Polars, goes through Arrow's buffers too
+(:func:`numpy_series`).
 
 >>> import pyarrow.json as pj
 >>> lines = '{"x": [1, 2], "s": "ab"}\\n{"x": null, "s": null}\\n{"x": [3], "s": "é"}'.encode()
@@ -28,7 +29,16 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-__all__ = ["ListChildren", "byte_total", "list_children", "numbers", "present", "series"]
+__all__ = [
+    "ListChildren",
+    "byte_total",
+    "list_children",
+    "numbers",
+    "numpy_series",
+    "present",
+    "series",
+    "sorted_unique",
+]
 
 
 def present(values: pa.Array) -> np.ndarray:
@@ -111,6 +121,36 @@ def series(values: pa.Array, name: str = "") -> pl.Series:
     the Arrow C data interface: Polars converts a ``pyarrow`` array by a path that imports
     ``pyarrow.compute``, and this one is also a little faster."""
     return pl.Series(_ArrowArray(values)).alias(name)  # the interface path leaves the name out
+
+
+def numpy_series(values: np.ndarray, name: str = "") -> pl.Series:
+    """A Polars series of a copy of a 1-D NumPy array of numbers or booleans, as
+    ``pl.Series(name, values)`` makes it, taken through Arrow's buffers: Polars checks an array
+    for a NumPy mask, which imports ``numpy.ma`` (about 7 ms of CPU) in every process that does.
+
+    >>> numpy_series(np.array([3, 1], dtype=np.uint32), "n").to_list(), numpy_series(np.array([True, False])).dtype
+    ([3, 1], Boolean)
+    """
+    if values.dtype == np.bool_:
+        data = pa.py_buffer(np.packbits(values, bitorder="little"))
+    else:
+        data = pa.py_buffer(np.array(values, order="C"))  # a copy: the caller may change its array
+    arrow = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, data])
+    return series(arrow, name)
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """The distinct elements of a 1-D array of integers (or of numbers with no NaN), sorted, as
+    ``np.unique`` returns them: NumPy's own asks whether the array is masked, which imports
+    ``numpy.ma``.
+
+    >>> sorted_unique(np.array([3, 1, 3, 2])).tolist()
+    [1, 2, 3]
+    """
+    ordered = np.sort(values)
+    keep = np.ones(len(ordered), dtype=bool)
+    keep[1:] = ordered[1:] != ordered[:-1]
+    return ordered[keep]
 
 
 class _ArrowArray:

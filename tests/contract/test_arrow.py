@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.stages.arrow import byte_total, list_children, numbers, present, series
+from assembler.contract.arrow import byte_total, list_children, numbers, numpy_series, present, series, sorted_unique
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -107,13 +107,41 @@ def test_series_is_what_polars_makes_of_the_array() -> None:
     assert series(array, "name").name == "name"
 
 
-def test_an_assemble_run_does_not_import_pyarrow_compute() -> None:
-    """Guards the start-up: importing ``pyarrow.compute`` costs every command about 40 ms."""
+NUMPY_DTYPES = [np.int64, np.int32, np.uint32, np.uint8, np.float64, np.float32, np.bool_]
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(NUMPY_DTYPES), size=st.integers(0, 40))
+def test_numpy_series_is_what_polars_makes_of_the_array_and_a_copy(data: st.DataObject, dtype: type, size: int) -> None:
+    import polars as pl
+
+    values = np.array(data.draw(st.lists(st.integers(0, 200), min_size=size, max_size=size)), dtype=dtype)
+    if data.draw(st.booleans()) and size:
+        values = values[:: data.draw(st.integers(1, 3))]  # a strided view
+    made = numpy_series(values, "n")
+    assert made.equals(pl.Series("n", values), check_names=True)
+    if len(values):
+        values[0] = not values[0] if dtype is np.bool_ else values[0] + 1
+        assert made[0] != values[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(-5, 5), st.floats(allow_nan=False)), max_size=30))
+def test_sorted_unique_is_numpys_unique(values: list[float]) -> None:
+    array = np.array(values, dtype=np.float64)
+    assert sorted_unique(array).tolist() == np.unique(array).tolist()
+    ints = np.array([int(v) for v in values if abs(v) < 2**62], dtype=np.int64)
+    assert sorted_unique(ints).tolist() == np.unique(ints).tolist()
+
+
+def test_an_assemble_run_imports_neither_pyarrow_compute_nor_numpy_ma() -> None:
+    """Guards the start-up: importing ``pyarrow.compute`` costs every command about 40 ms, and
+    ``numpy.ma`` (which ``pl.Series`` of a NumPy array and ``np.unique`` import) about 7 ms."""
     script = (
         "import sys\n"
         "from assembler.cli import main\n"
         "status = main(['assemble', sys.argv[1], '-o', sys.argv[2], '-q', '--workers', '1'])\n"
-        "print(status, 'pyarrow.compute' in sys.modules)\n"
+        "print(status, 'pyarrow.compute' in sys.modules, 'numpy.ma' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", script, str(ROOT / "data/sample/lanes.jsonl"), "-"],
@@ -122,4 +150,4 @@ def test_an_assemble_run_does_not_import_pyarrow_compute() -> None:
         check=True,
         cwd=ROOT,
     ).stdout
-    assert out.splitlines()[-1] == "0 False"
+    assert out.splitlines()[-1] == "0 False False"
