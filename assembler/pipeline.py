@@ -55,7 +55,7 @@ __all__ = [
 REASONS = ("budget_exceeded", "contradiction_group_exceeds_budget", "duplicate_passage", "evidence_in_passage")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class BatchResult:
     """The packages of a batch, in input order, with what explains them.
 
@@ -88,7 +88,7 @@ class BatchResult:
         return decision_frame(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class FusedBatch:
     """Everything before selection: the lanes as frames, the fused candidates, exact-dedup counts
     per query, and what a policy reads besides the candidates. Selection is a pure function of

@@ -144,7 +144,7 @@ def budget_note(record: QueryRecord, value: Any, overrides: Mapping[str, int]) -
     return BudgetNote(ignored, tuple(clamped))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class ArrowResult:
     """One batch assembled.
 

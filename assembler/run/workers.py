@@ -176,7 +176,7 @@ class Claims:
                 lock.release()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds a live pool: compared by identity
 class StartedPool:
     """A pool whose ``started`` workers have all been spawned, and the claims they share."""
 

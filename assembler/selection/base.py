@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class SelectionInputs:
     """What a policy may read besides the fused candidates; all sequences are indexed by ``q``.
 
@@ -51,7 +51,7 @@ class SelectionInputs:
     reorder: Reorderer | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class Selection:
     """A policy's decisions.
 

@@ -210,7 +210,7 @@ def _walk_query(
     result.tokens_used[q] = tokens_from_quarters(used_quarters)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class _Units:
     """The walk's units, in walk frame order: rows ``start[u]:start[u] + size[u]`` of query ``q[u]``,
     its ``rank[u]``-th unit (its walk position), with the members' summed item measurements."""

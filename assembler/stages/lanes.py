@@ -241,7 +241,7 @@ CITATION_SCHEMA: dict[str, pl.DataType | type[pl.DataType]] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class LaneBatch:
     """A batch of queries as frames.
 

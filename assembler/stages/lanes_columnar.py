@@ -102,7 +102,7 @@ LANE_DUMP_ARROW = pa.schema([(field.name, arrow_type(field.kind)) for field in L
 _PARSE_OPTIONS = pj.ParseOptions(explicit_schema=LANE_DUMP_ARROW, unexpected_field_behavior="error")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds frames or arrays: compared by identity
 class ColumnarLanes:
     """The lines (or Parquet rows) the columnar reader took, and their lanes.
 
