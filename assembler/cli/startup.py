@@ -40,6 +40,7 @@ from collections.abc import Mapping
 
 from assembler.cli.messages import error
 from assembler.errors import shown
+from assembler.run.signals import held_signals
 
 __all__ = [
     "LIBRARIES",
@@ -212,9 +213,12 @@ def load_libraries(command: str) -> int | None:
 
     The warnings they give while loading are held back and shown only when all of them loaded
     (Polars warns that its binary is missing when the address space is too small to map it, then
-    fails); a Ctrl-C is left to the caller.
+    fails). So are Ctrl-C and the other stopping signals (:func:`~assembler.run.signals.held_signals`),
+    delivered to the caller's handlers once the loading ends: raised in the middle of an import, the
+    interruption can be "ignored" with a traceback inside the import system, or come out as the
+    library's own ``ImportError`` (NumPy's), which would read as a broken installation.
     """
-    with warnings.catch_warnings(record=True) as held:
+    with held_signals(), warnings.catch_warnings(record=True) as held:
         warnings.simplefilter("always")
         for name, module in (*LIBRARIES, ("the command", command)):
             try:

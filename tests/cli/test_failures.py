@@ -466,6 +466,45 @@ def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str, 
     assert list(tmp_path.iterdir()) == []
 
 
+# A SIGTERM that lands inside a library's import, which makes an ImportError of it (as NumPy's does
+# when the signal's exception surfaces in a callback of its native module).
+TERMINATED_INSIDE_NUMPY = """
+import importlib.abc, os, signal, sys, time
+
+class TerminatedInsideNumpy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy":
+            sys.meta_path.remove(self)
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)
+            except BaseException:
+                raise ImportError("numpy: a signal landed in the wrong place")
+        return None
+
+sys.meta_path.insert(0, TerminatedInsideNumpy())
+sys.argv = ["assembler", "assemble", {input!r}, "-o", {output!r}, "-q"]
+from assembler.cli import main
+sys.exit(main())
+"""
+
+
+def test_a_sigterm_while_numpy_loads_is_the_termination_not_a_broken_installation(tmp_path: Path) -> None:
+    """Signals are held while the libraries load: raised inside an import, a library may report
+    the interruption as its own failure to load ("cannot load NumPy", exit 1)."""
+    script = TERMINATED_INSIDE_NUMPY.format(input=str(SAMPLE), output=str(tmp_path / "out.jsonl"))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (143, "assembler: terminated\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 # --- standard streams that are an input or an output file (as `cat` refuses) ------------------------
 
 
