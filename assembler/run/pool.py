@@ -4,12 +4,13 @@
 hands its chunks here. N processes assemble: this one and N - 1 started workers. The command reads
 the inputs in chunks exactly as the one-process run does
 (:func:`assembler.run.batch.read_tables`) and sends each chunk to a worker of a
-:class:`~concurrent.futures.ProcessPoolExecutor` (``spawn`` start method: Polars is
-multithreaded, forking it is unsafe) while the started workers have fewer than
-``IN_FLIGHT_PER_WORKER`` chunks each; otherwise it assembles the chunk itself (a process that only
-read, sent and wrote would leave a core half idle, and one more worker would cost an interpreter's
-start). At the end of the input it takes back the chunks no worker has started. Results are taken
-strictly in input order, so that memory stays bounded by the chunk size.
+:class:`~concurrent.futures.ProcessPoolExecutor` (forked by the command line before it loads any
+library, spawned by a process that has: :func:`~assembler.run.workers.start_method`) while the
+started workers have fewer than ``IN_FLIGHT_PER_WORKER`` chunks each; otherwise it assembles the
+chunk itself (a process that only read, sent and wrote would leave a core half idle, and one more
+worker would cost an interpreter's start). At the end of the input it takes back the chunks no
+worker has started. Results are taken strictly in input order, so that memory stays bounded by the
+chunk size.
 
 What goes through the pool's pipes is small when it can be: a chunk of plain JSON Lines files
 (regular files, not compressed) is sent by where it lies (:class:`~assembler.run.parts.Span`, found

@@ -16,6 +16,7 @@ import gzip
 import io
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,7 +38,9 @@ from assembler.run.records import iter_records
 from assembler.run.schemas import LANE_DUMP_SCHEMA
 from assembler.stages import lanes as lanes_module
 
-DATA = Path(__file__).resolve().parent.parent.parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+
+DATA = ROOT / "data"
 GOOD_LINES = [
     line.encode("utf-8")
     for name in ("conformance", "sample")
@@ -688,6 +691,29 @@ def test_every_case_with_two_workers_is_accounted_as_with_one(
     assert main(["assemble", str(path), "-o", str(out), "-q", "--workers", "2", "--chunk-size", "3"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("assembler: error: ") and "Traceback" not in err and ":1: nesting deeper" in err
+
+
+def test_every_case_with_the_commands_forked_workers_is_accounted_as_with_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The executable starts its workers before it loads any library, by ``fork`` on Linux (a
+    pool started from Python, as above, spawns them): the same bytes either way."""
+    lines = _corpus()
+    path = write_lines(tmp_path / "in.jsonl", lines)
+    one = assemble(tmp_path, capsys, str(path))
+    out, errs = tmp_path / "two.jsonl", tmp_path / "two.errors.jsonl"
+    argv = ["assemble", str(path), "-o", str(out), "-q", "--on-error", "skip", "--errors", str(errs)]
+    done = subprocess.run(
+        [sys.executable, "-m", "assembler", *argv, "--workers", "2", "--chunk-size", "3"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert (done.returncode, done.stderr) == (one.status, one.err)
+    assert _lines(out.read_text(encoding="utf-8")) == one.packages
+    assert [json.loads(line) for line in _lines(errs.read_bytes().decode("utf-8"))] == one.errors
 
 
 def test_rejected_records_keep_their_text_verbatim_when_it_is_valid_utf8(

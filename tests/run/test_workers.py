@@ -95,6 +95,31 @@ def test_a_started_worker_froze_what_it_loaded(no_early_pool_left: object) -> No
         pool_workers.shut_down(pool.executor)
 
 
+START_METHODS = """
+import sys, threading
+from assembler.run.workers import start_method
+print(start_method())
+stop = threading.Event()
+thread = threading.Thread(target=stop.wait)
+thread.start()
+print(start_method())
+stop.set()
+thread.join()
+import numpy
+print(start_method())
+"""
+
+
+def test_workers_fork_only_from_one_thread_that_has_loaded_no_library() -> None:
+    """The command line's early pool forks (Linux); once NumPy, Arrow or Polars is loaded, or
+    another thread runs, a pool spawns."""
+    methods = subprocess.run(
+        [sys.executable, "-c", START_METHODS], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert methods == ["fork" if sys.platform == "linux" else "spawn", "spawn", "spawn"]
+    assert pool_workers.start_method() == "spawn"  # this process has loaded them
+
+
 def test_one_process_asked_starts_no_early_pool(no_early_pool_left: object) -> None:
     pool_workers.start_early(1)
     assert pool_workers._EARLY is None
