@@ -446,13 +446,9 @@ else:
 """
 
 
-@pytest.mark.parametrize("entry", ["module", "script"])
-def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str, tmp_path: Path) -> None:
-    """``python -m assembler`` and the ``assembler`` script alike (the script calls ``main`` of
-    ``assembler.cli``): importing the package loads neither Polars nor Arrow, so the interruption
-    lands where the command handles it."""
-    script = INTERRUPT_AT_POLARS.format(entry=entry, input=str(SAMPLE), output=str(tmp_path / "out.jsonl"))
-    done = subprocess.run(
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """A Python script in a process of its own, with this checkout first on its path."""
+    return subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
@@ -460,6 +456,15 @@ def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str, 
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         timeout=120,
     )
+
+
+@pytest.mark.parametrize("entry", ["module", "script"])
+def test_ctrl_c_while_the_package_loads_is_one_line_not_a_traceback(entry: str, tmp_path: Path) -> None:
+    """``python -m assembler`` and the ``assembler`` script alike (the script calls ``main`` of
+    ``assembler.cli``): importing the package loads neither Polars nor Arrow, so the interruption
+    lands where the command handles it."""
+    script = INTERRUPT_AT_POLARS.format(entry=entry, input=str(SAMPLE), output=str(tmp_path / "out.jsonl"))
+    done = run_script(script)
     assert done.stderr == "assembler: interrupted\n"
     assert done.returncode == 130
     assert done.stdout == ""
@@ -493,14 +498,7 @@ def test_a_sigterm_while_numpy_loads_is_the_termination_not_a_broken_installatio
     """Signals are held while the libraries load: raised inside an import, a library may report
     the interruption as its own failure to load ("cannot load NumPy", exit 1)."""
     script = TERMINATED_INSIDE_NUMPY.format(input=str(SAMPLE), output=str(tmp_path / "out.jsonl"))
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=120,
-    )
+    done = run_script(script)
     assert (done.returncode, done.stderr) == (143, "assembler: terminated\n")
     assert list(tmp_path.iterdir()) == []
 
