@@ -32,8 +32,10 @@ import pyarrow as pa
 __all__ = [
     "ListChildren",
     "byte_total",
+    "kept_rows",
     "list_children",
     "numbers",
+    "numpy_array",
     "numpy_series",
     "present",
     "series",
@@ -96,7 +98,7 @@ def list_children(lists: pa.Array) -> ListChildren:
         listed = present(lists)
         if lengths[~listed].any():
             kept = listed[rows]
-            values = values.take(pa.array(np.flatnonzero(kept)))
+            values = values.take(numpy_array(np.flatnonzero(kept)))
             rows = rows[kept]
         lengths = np.where(listed, lengths, 0)
     firsts = np.cumsum(lengths) - lengths
@@ -123,20 +125,44 @@ def series(values: pa.Array, name: str = "") -> pl.Series:
     return pl.Series(_ArrowArray(values)).alias(name)  # the interface path leaves the name out
 
 
-def numpy_series(values: np.ndarray, name: str = "") -> pl.Series:
-    """A Polars series of a copy of a 1-D NumPy array of numbers or booleans, as
-    ``pl.Series(name, values)`` makes it, taken through Arrow's buffers: Polars checks an array
-    for a NumPy mask, which imports ``numpy.ma`` (about 7 ms of CPU) in every process that does.
+def numpy_array(values: np.ndarray) -> pa.Array:
+    """An Arrow array of a copy of a 1-D NumPy array of numbers or booleans, made from its buffers:
+    ``pa.array`` imports pandas, when it is installed, on first use.
 
-    >>> numpy_series(np.array([3, 1], dtype=np.uint32), "n").to_list(), numpy_series(np.array([True, False])).dtype
-    ([3, 1], Boolean)
+    >>> numpy_array(np.array([True, False, True])).to_pylist()
+    [True, False, True]
     """
     if values.dtype == np.bool_:
         data = pa.py_buffer(np.packbits(values, bitorder="little"))
     else:
         data = pa.py_buffer(np.array(values, order="C"))  # a copy: the caller may change its array
-    arrow = pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, data])
-    return series(arrow, name)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [None, data])
+
+
+def numpy_series(values: np.ndarray, name: str = "") -> pl.Series:
+    """A Polars series of a copy of a 1-D NumPy array of numbers or booleans, as
+    ``pl.Series(name, values)`` makes it, taken through Arrow's buffers (:func:`numpy_array`):
+    Polars checks an array for a NumPy mask, which imports ``numpy.ma`` (about 7 ms of CPU) in
+    every process that does.
+
+    >>> numpy_series(np.array([3, 1], dtype=np.uint32), "n").to_list(), numpy_series(np.array([True, False])).dtype
+    ([3, 1], Boolean)
+    """
+    return series(numpy_array(values), name)
+
+
+def kept_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """The rows of ``table`` where ``keep`` is true, as ``table.filter`` gives them (which imports
+    ``pyarrow.compute``): the runs of kept rows, sliced (no copy) and joined.
+
+    >>> kept_rows(pa.table({"x": [1, 2, 3, 4]}), np.array([True, False, True, True])).column("x").to_pylist()
+    [1, 3, 4]
+    """
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], keep, [False]]).astype(np.int8)))
+    runs = [
+        table.slice(start, stop - start) for start, stop in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True)
+    ]
+    return pa.concat_tables(runs) if runs else table.slice(0, 0)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

@@ -189,7 +189,7 @@ def normalize_entries(texts: Sequence[str]) -> tuple[npt.NDArray[np.uint32], npt
     pieces: list[npt.NDArray[np.uint32]] = []
     start = 0
     lengths = lengths.copy()
-    for i in np.unique(np.searchsorted(ends, whole, side="right")).tolist():
+    for i in sorted_unique(np.searchsorted(ends, whole, side="right")).tolist():
         pieces.append(points[start : ends[i] - lengths[i]])
         own = np.frombuffer(normalize_entry(texts[i]).encode("utf-32-le"), dtype=np.uint32)
         pieces.append(own)

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from assembler.contract import wire
-from assembler.contract.arrow import list_children, numbers, numpy_series, present, series
+from assembler.contract.arrow import kept_rows, list_children, numbers, numpy_series, present, series
 from assembler.contract.jsontext import json_text, writer_agrees
 from assembler.contract.request import (
     MAX_INPUT_ITEMS,
@@ -173,7 +173,7 @@ def _take(
     ok = ~_rule_breaks(table, lines)
     if not ok.all():
         taken[rows[~ok]] = False
-        table, rows = table.filter(_mask(ok)), rows[ok]
+        table, rows = kept_rows(table, ok), rows[ok]
     return ColumnarLanes(taken, _lane_batch(table, rows, sources, line_numbers, dict(overrides or {})))
 
 
@@ -258,11 +258,6 @@ def _rule_breaks(table: pa.Table, lines: Sequence[bytes] | None) -> np.ndarray:
     if lines is not None and unset.any():
         bad |= unset & np.array([b'"include_communities"' in line for line in lines])
     return bad
-
-
-def _mask(keep: np.ndarray) -> pa.Array:
-    """A boolean Arrow array (made by Polars: ``pa.array`` imports pandas, when installed, on first use)."""
-    return pl.Series(keep, dtype=pl.Boolean).to_arrow()
 
 
 @functools.cache
@@ -430,7 +425,7 @@ def _entries(lists: pa.Array, kind: wire.Kind, limits: np.ndarray | None = None)
         over = ranks > limits[parents]
         if over.any():
             cuts = np.bincount(parents[over], minlength=len(lists))
-            entries = entries.filter(pl.Series(~over))
+            entries = entries.filter(numpy_series(~over))
     return entries, cuts
 
 

@@ -3,6 +3,7 @@ slices, large types, and null lists that own children (which Arrow allows)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,17 @@ import pyarrow.compute as pc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from assembler.contract.arrow import byte_total, list_children, numbers, numpy_series, present, series, sorted_unique
+from assembler.contract.arrow import (
+    byte_total,
+    kept_rows,
+    list_children,
+    numbers,
+    numpy_array,
+    numpy_series,
+    present,
+    series,
+    sorted_unique,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -125,6 +136,18 @@ def test_numpy_series_is_what_polars_makes_of_the_array_and_a_copy(data: st.Data
         assert made[0] != values[0]
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.booleans(), max_size=40), st.data())
+def test_numpy_array_is_pyarrows_and_kept_rows_is_table_filter(keep: list[bool], data: st.DataObject) -> None:
+    mask = np.array(keep, dtype=bool)
+    assert numpy_array(mask).equals(pa.array(keep, type=pa.bool_()))
+    assert numpy_array(np.arange(len(keep), dtype=np.int64)).equals(pa.array(range(len(keep)), type=pa.int64()))
+    table = pa.table({"x": list(range(len(keep))), "s": [str(i) for i in range(len(keep))]})
+    if data.draw(st.booleans()):  # a table of several chunks
+        table = pa.concat_tables([table.slice(0, len(keep) // 2), table.slice(len(keep) // 2)])
+    assert kept_rows(table, mask).equals(table.filter(pa.array(keep, type=pa.bool_())))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(st.integers(-5, 5), st.floats(allow_nan=False)), max_size=30))
 def test_sorted_unique_is_numpys_unique(values: list[float]) -> None:
@@ -134,20 +157,30 @@ def test_sorted_unique_is_numpys_unique(values: list[float]) -> None:
     assert sorted_unique(ints).tolist() == np.unique(ints).tolist()
 
 
-def test_an_assemble_run_imports_neither_pyarrow_compute_nor_numpy_ma() -> None:
+def test_an_assemble_run_imports_neither_pyarrow_compute_nor_numpy_ma(tmp_path: Path) -> None:
     """Guards the start-up: importing ``pyarrow.compute`` costs every command about 40 ms, and
-    ``numpy.ma`` (which ``pl.Series`` of a NumPy array and ``np.unique`` import) about 7 ms."""
+    ``numpy.ma`` (which ``pl.Series`` of a NumPy array and ``np.unique`` import) about 7 ms. The
+    sample, and the sample with a search-limit cut and a row the column checks leave to the
+    record path (a score of -0.0), which take paths of their own."""
+    lines = (ROOT / "data/sample/lanes.jsonl").read_text(encoding="utf-8").splitlines()
+    cut, refused = json.loads(lines[0]), json.loads(lines[1])
+    cut["query_id"], refused["query_id"] = "cut", "refused"
+    cut["request"] = {**cut.get("request", {}), "search_limit": 1}
+    refused["lanes"]["passages"][0]["score"] = -0.0
+    edges = tmp_path / "edges.jsonl"
+    edges.write_text("\n".join([*lines, json.dumps(cut), json.dumps(refused)]) + "\n", encoding="utf-8")
     script = (
         "import sys\n"
         "from assembler.cli import main\n"
         "status = main(['assemble', sys.argv[1], '-o', sys.argv[2], '-q', '--workers', '1'])\n"
         "print(status, 'pyarrow.compute' in sys.modules, 'numpy.ma' in sys.modules)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script, str(ROOT / "data/sample/lanes.jsonl"), "-"],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    ).stdout
-    assert out.splitlines()[-1] == "0 False False"
+    for source in (ROOT / "data/sample/lanes.jsonl", edges):
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(source), "-"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=ROOT,
+        ).stdout
+        assert out.splitlines()[-1] == "0 False False", source
