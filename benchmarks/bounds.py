@@ -11,6 +11,10 @@ they hold up when other work shares the cores.
   vectorized kernel's global vocabulary step) next to 1/100 of the reference's loop.
 * One query end to end: ``json.loads`` of a record next to the reference's whole assembly, which
   puts a ceiling on any file-to-file speed-up that parses JSON in Python.
+* Reading against the whole run, in one process: a whole ``run_assembly`` of generated pools, next
+  to the reading alone (the input's chunks, then the columnar reader: Arrow's JSON parse, the
+  column checks and the candidate frames) and Arrow's parse alone. Whole over reading is what
+  the run could gain with every stage after the reading free.
 """
 
 from __future__ import annotations
@@ -19,19 +23,26 @@ import argparse
 import itertools
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.json as pj
 
 from assembler.contract.text import normalize_entry
+from assembler.run.batch import JSON_LINE, read_tables
+from assembler.run.local import run_assembly
+from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, RunOptions
+from assembler.stages.lanes_columnar import LANE_DUMP_ARROW, read_lane_lines
 from assembler.stages.neardup import bigram_codes, dice_matches, survivor_walk
 from benchmarks.bench_neardup import _seed, reference_walk
 from benchmarks.harness import machine_info
 from tests.oracle import reference as ref
-from tests.oracle.pools import generate_records, generate_texts, iter_records
+from tests.oracle.pools import generate_records, generate_texts, iter_records, write_jsonl
 
 
 def fastest(fn: Callable[[], Any], reps: int = 20) -> float:
@@ -103,24 +114,72 @@ def query_rows() -> list[str]:
     return lines
 
 
+_PARSE_OPTIONS = pj.ParseOptions(explicit_schema=LANE_DUMP_ARROW, unexpected_field_behavior="error")
+
+
+def _chunks(source: Path) -> list[list[bytes]]:
+    """The input's lines, in the chunks a run cuts."""
+    tables = read_tables([str(source)], DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_BYTES)
+    return [table.column(JSON_LINE).to_pylist() for table in tables]
+
+
+def _read(source: Path) -> None:
+    """The reading of a run: the input's chunks into the columnar reader's lanes."""
+    for chunk in _chunks(source):
+        read_lane_lines(chunk, sources=[str(source)] * len(chunk), line_numbers=range(1, len(chunk) + 1))
+
+
+def _parse(chunks: list[list[bytes]]) -> None:
+    """Arrow's JSON parse alone of each chunk, as the columnar reader calls it."""
+    for chunk in chunks:
+        data = b"\n".join(chunk)
+        options = pj.ReadOptions(use_threads=False, block_size=len(data) + 1)
+        pj.read_json(pa.py_buffer(data), read_options=options, parse_options=_PARSE_OPTIONS)
+
+
+def _reading_row(name: str, n: int, seed: int, folder: str) -> str:
+    source, output = Path(folder, f"{name}.jsonl"), Path(folder, f"{name}-out.jsonl")
+    write_jsonl(generate_records(n, seed=seed, profile=name), str(source))
+    options = RunOptions(workers=1)
+    whole = fastest(lambda: run_assembly(source, output, options), 3)
+    reading = fastest(lambda: _read(source), 3)
+    chunks = _chunks(source)
+    parsing = fastest(lambda: _parse(chunks), 3)
+    return (
+        f"| {name} | {n:,} | {1e3 * whole / n:.3f} ms | {1e3 * reading / n:.3f} ms "
+        f"| {1e3 * parsing / n:.3f} ms | {whole / reading:.2f}× |"
+    )
+
+
+def reading_rows(typical: int, worst: int) -> list[str]:
+    with tempfile.TemporaryDirectory() as folder:
+        return [
+            "| records | queries | whole run per query | reading per query | of which Arrow's parse "
+            "| ceiling with every later stage free (whole / reading) |",
+            "|---|---:|---:|---:|---:|---:|",
+            _reading_row("typical", typical, 7001, folder),
+            _reading_row("worst", worst, 7003, folder),
+        ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bounds", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--typical", type=int, default=2000, help="typical queries of the reading rows (default 2000)")
+    parser.add_argument("--worst", type=int, default=100, help="worst-case queries of the reading rows (default 100)")
+    parser.add_argument("--only-reading", action="store_true", help="only the reading rows")
     args = parser.parse_args(argv)
     lines = [
         "<!-- written by benchmarks/bounds.py; do not edit by hand -->",
-        f"Command: `python -m benchmarks.bounds{' --out ' + str(args.out) if args.out else ''}`  ",
+        f"Command: `{' '.join(['python -m benchmarks.bounds', *(sys.argv[1:] if argv is None else argv)])}`  ",
         f"Machine: {machine_info()}",
         "",
-        "Near-duplicate kernel, parts timed alone (CPU time, fastest of 20):",
-        "",
-        *kernel_rows(),
-        "",
-        "One query (CPU time):",
-        "",
-        *query_rows(),
-        "",
     ]
+    if not args.only_reading:
+        lines += ["Near-duplicate kernel, parts timed alone (CPU time, fastest of 20):", "", *kernel_rows(), ""]
+        lines += ["One query (CPU time):", "", *query_rows(), ""]
+    lines += ["Reading against the whole run, in one process (CPU time, fastest of 3):", ""]
+    lines += [*reading_rows(args.typical, args.worst), ""]
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -28,6 +28,6 @@ fi
 STEP=memory; if want "$@"; then
   run python -m benchmarks.memory --queries 100000,1000000 --chunk-sizes 2048 --keep-inputs
 fi
-STEP=bounds; if want "$@"; then run python -m benchmarks.bounds --out "$OUT/bounds.md" > /dev/null; fi
+STEP=bounds; if want "$@"; then run python -m benchmarks.bounds --typical 12000 --worst 100 --out "$OUT/bounds.md" > /dev/null; fi
 STEP=versus; if want "$@"; then run python -m benchmarks.versus --rounds 5 --out "$OUT/versus.md" > /dev/null; fi
 STEP=summary; if want "$@"; then run python -m benchmarks.summary > /dev/null; fi
