@@ -30,14 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.json as pj
 
 from assembler.contract.text import normalize_entry
 from assembler.run.batch import JSON_LINE, read_tables
 from assembler.run.local import run_assembly
 from assembler.run.options import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_SIZE, RunOptions
-from assembler.stages.lanes_columnar import LANE_DUMP_ARROW, read_lane_lines
+from assembler.stages.lanes_columnar import _parse as parse_lines
+from assembler.stages.lanes_columnar import read_lane_lines
 from assembler.stages.neardup import bigram_codes, dice_matches, survivor_walk
 from benchmarks.bench_neardup import _seed, reference_walk
 from benchmarks.harness import machine_info
@@ -114,9 +113,6 @@ def query_rows() -> list[str]:
     return lines
 
 
-_PARSE_OPTIONS = pj.ParseOptions(explicit_schema=LANE_DUMP_ARROW, unexpected_field_behavior="error")
-
-
 def _chunks(source: Path) -> list[list[bytes]]:
     """The input's lines, in the chunks a run cuts."""
     tables = read_tables([str(source)], DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_BYTES)
@@ -129,14 +125,6 @@ def _read(source: Path) -> None:
         read_lane_lines(chunk, sources=[str(source)] * len(chunk), line_numbers=range(1, len(chunk) + 1))
 
 
-def _parse(chunks: list[list[bytes]]) -> None:
-    """Arrow's JSON parse alone of each chunk, as the columnar reader calls it."""
-    for chunk in chunks:
-        data = b"\n".join(chunk)
-        options = pj.ReadOptions(use_threads=False, block_size=len(data) + 1)
-        pj.read_json(pa.py_buffer(data), read_options=options, parse_options=_PARSE_OPTIONS)
-
-
 def _reading_row(name: str, n: int, seed: int, folder: str) -> str:
     source, output = Path(folder, f"{name}.jsonl"), Path(folder, f"{name}-out.jsonl")
     write_jsonl(generate_records(n, seed=seed, profile=name), str(source))
@@ -144,7 +132,7 @@ def _reading_row(name: str, n: int, seed: int, folder: str) -> str:
     whole = fastest(lambda: run_assembly(source, output, options), 3)
     reading = fastest(lambda: _read(source), 3)
     chunks = _chunks(source)
-    parsing = fastest(lambda: _parse(chunks), 3)
+    parsing = fastest(lambda: [parse_lines(chunk) for chunk in chunks], 3)
     return (
         f"| {name} | {n:,} | {1e3 * whole / n:.3f} ms | {1e3 * reading / n:.3f} ms "
         f"| {1e3 * parsing / n:.3f} ms | {whole / reading:.2f}× |"
